@@ -1,0 +1,36 @@
+# Two entry points for a fresh machine: `make train` and `make test`.
+# torch is pinned to the CPU build here (constraints.txt); the package metadata keeps torch>=2.6.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-stamp
+ARGS ?=
+
+.PHONY: install train test data tiny-model clean
+
+$(STAMP): pyproject.toml constraints.txt
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q -c constraints.txt torch==2.13.0
+	$(PY) -m pip install -q -c constraints.txt -e ".[test]"
+	touch $(STAMP)
+
+install: $(STAMP)
+
+data/arithmetic/train.parquet: | $(STAMP)
+	$(VENV)/bin/hybridrl data arithmetic --output data/arithmetic
+
+data: data/arithmetic/train.parquet
+
+# GRPO on the synthetic arithmetic task with the bundled tiny model, one CPU process.
+train: $(STAMP) data/arithmetic/train.parquet
+	$(VENV)/bin/hybridrl train $(ARGS)
+
+test: $(STAMP)
+	$(PY) -m pytest -q
+
+# Rebuild hybridrl/assets/tiny-arith from scratch (tokenizer, random init, SFT).
+tiny-model: $(STAMP)
+	bash scripts/build_tiny_model.sh
+
+clean:
+	rm -rf $(VENV) build data checkpoints *.egg-info

@@ -1,0 +1,1 @@
+"""Pure algorithm math: tensors in, tensors out; no config objects, no I/O."""

@@ -1,0 +1,58 @@
+"""Loss reduction (`actor.loss_agg_mode`): per-token values -> one scalar.
+
+The normalizer is the count over the whole mini-batch (every micro-batch on every
+data-parallel worker), passed in as a `LossScale`. Summing the reduced micro-batch losses
+(i.e. accumulating their gradients) then gives exactly the full mini-batch loss, however
+the batch was split. verl's legacy path averages micro-batch means instead, which weights
+tokens of short micro-batches more.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from torch import Tensor
+
+from hybridrl.registry import Registry
+
+
+@dataclass(frozen=True)
+class LossScale:
+    num_tokens: float  # sum of response_mask over the whole mini-batch
+    num_seqs: float  # responses in the whole mini-batch
+
+    @staticmethod
+    def of(mask: Tensor) -> "LossScale":
+        """The scale of a batch reduced in one piece; mask [B, T]."""
+        return LossScale(num_tokens=float(mask.sum()), num_seqs=float(mask.shape[0]))
+
+
+Reducer = Callable[[Tensor, Tensor, LossScale], Tensor]
+LOSS_AGG_MODES: Registry[Reducer] = Registry("loss aggregation mode", "actor_rollout_ref.actor.loss_agg_mode")
+
+
+@LOSS_AGG_MODES.register("token-mean", "mean over every response token of the mini-batch (DAPO)")
+def _token_mean(values: Tensor, mask: Tensor, scale: LossScale) -> Tensor:
+    return (values * mask).sum() / max(scale.num_tokens, 1.0)
+
+
+@LOSS_AGG_MODES.register("seq-mean-token-sum", "sum over a response's tokens, mean over responses")
+def _seq_mean_token_sum(values: Tensor, mask: Tensor, scale: LossScale) -> Tensor:
+    return (values * mask).sum() / max(scale.num_seqs, 1.0)
+
+
+@LOSS_AGG_MODES.register("seq-mean-token-mean", "mean over a response's tokens, then mean over responses (GRPO paper)")
+def _seq_mean_token_mean(values: Tensor, mask: Tensor, scale: LossScale) -> Tensor:
+    per_seq = (values * mask).sum(-1) / mask.sum(-1).clamp(min=1)  # [B]
+    return per_seq.sum() / max(scale.num_seqs, 1.0)
+
+
+def reduce_loss(values: Tensor, mask: Tensor, mode: str, scale: LossScale | None = None) -> Tensor:
+    """values, mask: [B, T] -> scalar. `scale` defaults to this batch alone (no micro-batching)."""
+    return LOSS_AGG_MODES.get(mode)(values, mask, scale if scale is not None else LossScale.of(mask))
+
+
+def masked_mean(values: Tensor, mask: Tensor) -> Tensor:
+    """Mean of values where mask is 1; values, mask: [B, T] -> scalar."""
+    return (values * mask).sum() / mask.sum().clamp(min=1)

@@ -1,0 +1,102 @@
+"""Typed containers passed between stages, with shape and meaning on every field.
+
+N counts responses (prompts x rollout.n), P the padded prompt length, T the padded
+response length. Prompts are left-padded and responses right-padded, so a sequence reads
+[pad ... prompt | response ... pad].
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Optional, TypeVar
+
+import torch
+from torch import Tensor
+
+B = TypeVar("B")
+
+
+@dataclass
+class PromptBatch:
+    input_ids: Tensor  # [B, P] prompt token ids, left-padded with the pad id
+    attention_mask: Tensor  # [B, P] 1 on prompt tokens, 0 on padding
+    data_source: list[str]  # [B] picks the reward scorer
+    ground_truth: list[str]  # [B] reference answer handed to the scorer
+    index: list[int]  # [B] row of the prompt in its dataset
+
+    def repeat_interleave(self, n: int) -> "PromptBatch":
+        """Each prompt n times in a row: rows i*n .. i*n+n-1 are the samples of prompt i."""
+        idx = torch.arange(len(self.index)).repeat_interleave(n)
+        return select(self, idx)
+
+
+@dataclass
+class Sequences:
+    """Prompt + response token ids as one batch, the input of every log-prob/value forward."""
+
+    input_ids: Tensor  # [N, P+T] [left-padded prompt | right-padded response]
+    attention_mask: Tensor  # [N, P+T] 1 on real tokens
+    response_mask: Tensor  # [N, T] 1 on generated tokens (EOS included), 0 on padding
+
+    @property
+    def response_ids(self) -> Tensor:  # [N, T]
+        return self.input_ids[:, -self.response_mask.shape[1]:]
+
+
+@dataclass
+class Rollout:
+    prompts: PromptBatch  # [N] one row per response (prompts repeated n times)
+    response_ids: Tensor  # [N, T] sampled tokens, right-padded with the pad id
+    response_mask: Tensor  # [N, T] 1 on generated tokens (EOS included), 0 after the end
+    rollout_log_probs: Tensor  # [N, T] log π(a_t|s_t) at the sampling temperature, as seen by the engine; 0 on padding
+    uid: Tensor  # [N] long; responses to the same prompt share a uid (GRPO groups)
+
+    def sequences(self) -> Sequences:
+        return Sequences(
+            input_ids=torch.cat([self.prompts.input_ids, self.response_ids], dim=1),
+            attention_mask=torch.cat([self.prompts.attention_mask, self.response_mask], dim=1),
+            response_mask=self.response_mask,
+        )
+
+
+@dataclass
+class TrainBatch:
+    """Everything one policy update needs."""
+
+    seqs: Sequences  # [N, P+T]
+    advantages: Tensor  # [N, T] 0 on padding
+    rollout_log_probs: Tensor  # [N, T] from the rollout engine, for the mismatch metric
+    old_log_probs: Optional[Tensor]  # [N, T] log π_old; None when on-policy (the update's first forward is π_old)
+    ref_log_probs: Optional[Tensor]  # [N, T] log π_ref; None unless a KL loss is used
+
+
+def select(batch: B, idx: Tensor) -> B:
+    """The rows `idx` ([K] long) of every tensor and list field, recursing into containers."""
+    values = {}
+    for f in dataclasses.fields(batch):  # type: ignore[arg-type]
+        v = getattr(batch, f.name)
+        if isinstance(v, Tensor):
+            v = v[idx]
+        elif isinstance(v, list):
+            v = [v[i] for i in idx.tolist()]
+        elif dataclasses.is_dataclass(v):
+            v = select(v, idx)
+        values[f.name] = v
+    return type(batch)(**values)
+
+
+def num_rows(batch: object) -> int:
+    for f in dataclasses.fields(batch):  # type: ignore[arg-type]
+        v = getattr(batch, f.name)
+        if isinstance(v, (Tensor, list)):
+            return len(v)
+        if dataclasses.is_dataclass(v):
+            return num_rows(v)
+    raise ValueError(f"{type(batch).__name__} has no batched field")
+
+
+def split(batch: B, size: int) -> list[B]:
+    """Consecutive chunks of `size` rows (the last may be shorter)."""
+    n = num_rows(batch)
+    return [select(batch, torch.arange(i, min(i + size, n))) for i in range(0, n, size)]

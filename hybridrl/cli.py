@@ -1,0 +1,144 @@
+"""`hybridrl` command line: train (RL), sft, plan, data, algos.
+
+Config commands take `--config FILE.yaml` and verl-style `key=value` overrides; `--help`
+lists every key with its default and meaning. A user error prints one line, exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from hybridrl.errors import HybridRLError
+
+
+def _keys_help(cls) -> str:
+    from hybridrl.config.loader import type_name, valid_keys, field_type
+
+    defaults = {}
+    lines = ["config keys (override with key=value):"]
+    for key, f in valid_keys(cls).items():
+        default = f.default_factory() if callable(f.default_factory) else f.default  # type: ignore[misc]
+        defaults[key] = default
+        lines.append(f"  {key} = {default!r}\n      {f.metadata.get('help', '')} ({type_name(field_type(cls, key))})")
+    return "\n".join(lines)
+
+
+def _add_config_command(sub, name: str, help_text: str, cls) -> None:
+    p = sub.add_parser(name, help=help_text, description=help_text, epilog=_keys_help(cls),
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--config", help="YAML file of config keys (overrides on the command line win)")
+    p.add_argument("overrides", nargs="*", metavar="key=value", help="dotted config overrides, verl style")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from hybridrl.config.schema import RLConfig
+    from hybridrl.config.sft import SFTConfig
+
+    parser = argparse.ArgumentParser(prog="hybridrl", description="RL post-training for LLMs (GRPO, PPO, ...).")
+    sub = parser.add_subparsers(dest="command", required=True)
+    _add_config_command(sub, "train", "RL training (GRPO by default) on the bundled tiny model and arithmetic data", RLConfig)
+    _add_config_command(sub, "plan", "print the batch plan and a memory estimate of a train config, without training", RLConfig)
+    _add_config_command(sub, "sft", "supervised fine-tuning on prompt/response rows", SFTConfig)
+    data = sub.add_parser("data", help="write datasets in verl's parquet schema",
+                          description="write datasets in verl's parquet schema")
+    dsub = data.add_subparsers(dest="dataset", required=True)
+    ar = dsub.add_parser("arithmetic", help="synthetic +/- problems: train.parquet and val.parquet (disjoint)",
+                         description="synthetic +/- problems: train.parquet and val.parquet (disjoint)")
+    ar.add_argument("--output", default="data/arithmetic", help="output folder (default: %(default)s)")
+    ar.add_argument("--train-size", type=int, default=10000, help="training problems (default: %(default)s)")
+    ar.add_argument("--val-size", type=int, default=500, help="validation problems (default: %(default)s)")
+    ar.add_argument("--seed", type=int, default=0, help="seed (default: %(default)s)")
+    ar.add_argument("--min-operands", type=int, default=2, help="fewest numbers per problem (default: %(default)s)")
+    ar.add_argument("--max-operands", type=int, default=2, help="most numbers per problem (default: %(default)s)")
+    ar.add_argument("--max-value", type=int, default=99, help="largest operand (default: %(default)s)")
+    sub.add_parser("algos", help="list advantage estimators, policy losses, KL estimators and loss reductions",
+                   description="list advantage estimators, policy losses, KL estimators and loss reductions")
+    return parser
+
+
+def cmd_train(args) -> None:
+    from hybridrl.config.loader import load_config
+    from hybridrl.config.schema import RLConfig
+    from hybridrl.config.validate import validate_rl_config
+    from hybridrl.trainer.build import build_run
+    from hybridrl.trainer.rl import RLTrainer
+
+    cfg = load_config(RLConfig, args.config, args.overrides)
+    plan = validate_rl_config(cfg)
+    print(plan.describe())
+    run = build_run(cfg, plan)
+    print(f"{len(run.train_data)} training prompts, {run.total_steps} steps; run folder {run.run_dir}")
+    rollout = cfg.actor_rollout_ref.rollout
+    trainer = RLTrainer(run, cfg.algorithm.adv_estimator, rollout.n, rollout.val_kwargs.n, cfg.trainer.test_freq,
+                        cfg.trainer.val_before_train, cfg.data.max_response_length)
+    print(trainer.fit().line())
+
+
+def cmd_plan(args) -> None:
+    from hybridrl.config.loader import load_config
+    from hybridrl.config.schema import RLConfig
+    from hybridrl.config.validate import validate_rl_config
+    from hybridrl.models.loading import resolve_model_path
+
+    cfg = load_config(RLConfig, args.config, args.overrides)
+    print(validate_rl_config(cfg).describe())
+    print(memory_estimate(resolve_model_path(cfg.actor_rollout_ref.model.path), cfg.actor_rollout_ref.actor.use_kl_loss))
+
+
+def memory_estimate(model_dir: str, with_reference: bool) -> str:
+    """fp32 weights + grads + AdamW moments (16 bytes/param), plus 4 bytes/param for a reference."""
+    import glob
+    import math
+
+    from safetensors import safe_open
+
+    params = 0
+    for path in glob.glob(f"{model_dir}/*.safetensors"):
+        with safe_open(path, "pt") as f:
+            params += sum(math.prod(f.get_slice(k).get_shape()) for k in f.keys())
+    per_param = 16 + (4 if with_reference else 0)
+    return (f"memory: {params / 1e6:.2f}M parameters -> ~{params * per_param / 2**30:.3f} GiB for weights, gradients, "
+            f"AdamW state{' and the reference' if with_reference else ''} (activations and KV cache come on top)")
+
+
+def cmd_sft(args) -> None:
+    from hybridrl.config.loader import load_config
+    from hybridrl.config.sft import SFTConfig
+    from hybridrl.trainer.sft import run_sft
+
+    run_sft(load_config(SFTConfig, args.config, args.overrides))
+
+
+def cmd_data(args) -> None:
+    from hybridrl.data.arithmetic import write_dataset
+
+    paths = write_dataset(args.output, args.train_size, args.val_size, args.seed, args.min_operands,
+                          args.max_operands, args.max_value)
+    for split, path in paths.items():
+        print(f"wrote {path} ({split})")
+
+
+def cmd_algos(args) -> None:
+    from hybridrl.algos.advantages import ADV_ESTIMATORS
+    from hybridrl.algos.kl import KL_ESTIMATORS
+    from hybridrl.algos.policy_losses import POLICY_LOSSES
+    from hybridrl.algos.reduce import LOSS_AGG_MODES
+
+    for reg in (ADV_ESTIMATORS, POLICY_LOSSES, LOSS_AGG_MODES, KL_ESTIMATORS):
+        print(f"{reg.config_key} ({reg.kind}):")
+        for e in reg.entries():
+            print(f"  {e.name:<22} {e.doc}")
+
+
+COMMANDS = {"train": cmd_train, "plan": cmd_plan, "sft": cmd_sft, "data": cmd_data, "algos": cmd_algos}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        COMMANDS[args.command](args)
+    except HybridRLError as e:
+        print(f"hybridrl {args.command}: error: {e}", file=sys.stderr)
+        return 2
+    return 0

@@ -1,0 +1,132 @@
+"""Typed RL config. Key names and units follow verl (`data.train_batch_size` counts prompts,
+`*_micro_batch_size_per_gpu` counts responses per worker), so a verl command line works for
+every key we support. Defaults follow verl for algorithm settings; sizes, model, data and
+learning rate default to the built-in run (GRPO on arithmetic with the bundled tiny model).
+
+Each field's `doc(...)` text becomes `hybridrl train --help`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+
+def doc(default: Any, text: str) -> Any:
+    """A dataclass field with a default and a one-line help text."""
+    if isinstance(default, (list, dict)):
+        return field(default_factory=lambda: type(default)(default), metadata={"help": text})
+    return field(default=default, metadata={"help": text})
+
+
+@dataclass
+class DataConfig:
+    train_files: list[str] = doc(["data/arithmetic/train.parquet"], "parquet file(s) of training prompts (verl schema)")
+    val_files: list[str] = doc(["data/arithmetic/val.parquet"], "parquet file(s) of validation prompts")
+    prompt_key: str = doc("prompt", "column holding the chat messages")
+    max_prompt_length: int = doc(64, "longest prompt in tokens, after the chat template")
+    max_response_length: int = doc(8, "most tokens generated per response")
+    train_batch_size: int = doc(16, "prompts per training step (each sampled rollout.n times)")
+    truncation: str = doc("error", "what to do with a prompt over max_prompt_length: error | left | right")
+    filter_overlong_prompts: bool = doc(False, "drop prompts over max_prompt_length (the count is logged)")
+    shuffle: bool = doc(True, "shuffle the training prompts each epoch")
+    seed: int = doc(1, "seed of the training-prompt shuffle")
+
+
+@dataclass
+class ModelConfig:
+    path: str = doc("tiny-arith", "HuggingFace model folder, or the name of a bundled model (tiny-arith)")
+
+
+@dataclass
+class OptimConfig:
+    lr: float = doc(2e-4, "peak learning rate of AdamW")
+    weight_decay: float = doc(0.01, "AdamW weight decay")
+    betas: list[float] = doc([0.9, 0.999], "AdamW betas")
+    lr_warmup_steps: int = doc(-1, "linear warm-up steps; -1 uses lr_warmup_steps_ratio")
+    lr_warmup_steps_ratio: float = doc(0.0, "warm-up steps as a fraction of total training steps")
+    warmup_style: str = doc("constant", "schedule after warm-up: constant | cosine")
+    min_lr_ratio: float = doc(0.0, "cosine schedule floor as a fraction of lr")
+
+
+@dataclass
+class ActorConfig:
+    ppo_mini_batch_size: int = doc(16, "prompts per optimizer step (times rollout.n responses)")
+    ppo_micro_batch_size_per_gpu: int = doc(128, "responses per forward/backward on one worker")
+    ppo_epochs: int = doc(1, "passes over each training batch")
+    shuffle: bool = doc(False, "shuffle responses before splitting into mini-batches")
+    clip_ratio: float = doc(0.2, "PPO clip range epsilon")
+    clip_ratio_low: Optional[float] = doc(None, "lower clip range (default: clip_ratio)")
+    clip_ratio_high: Optional[float] = doc(None, "upper clip range (default: clip_ratio; DAPO clip-higher)")
+    clip_ratio_c: float = doc(3.0, "dual-clip bound for negative advantages (Ye et al. 2020); must be > 1")
+    loss_agg_mode: str = doc("token-mean", "loss reduction: token-mean | seq-mean-token-sum | seq-mean-token-mean")
+    entropy_coeff: float = doc(0.0, "entropy bonus coefficient")
+    use_kl_loss: bool = doc(False, "add a KL(policy || reference) term to the loss")
+    kl_loss_coef: float = doc(0.001, "coefficient of the KL loss")
+    kl_loss_type: str = doc("low_var_kl", "KL estimator of the KL loss: kl | abs | mse | low_var_kl")
+    grad_clip: float = doc(1.0, "max global gradient norm")
+    optim: OptimConfig = field(default_factory=OptimConfig)
+
+
+@dataclass
+class ValKwargs:
+    n: int = doc(1, "samples per validation prompt")
+    do_sample: bool = doc(False, "sample at validation (false: greedy)")
+    temperature: float = doc(0.0, "validation temperature (used when do_sample)")
+    top_p: float = doc(1.0, "validation nucleus sampling")
+    top_k: int = doc(-1, "validation top-k (-1: off)")
+
+
+@dataclass
+class RolloutConfig:
+    name: str = doc("hf", "rollout engine: hf (in-process HuggingFace module)")
+    n: int = doc(8, "responses sampled per prompt")
+    temperature: float = doc(1.0, "sampling temperature")
+    top_p: float = doc(1.0, "nucleus sampling probability mass")
+    top_k: int = doc(-1, "top-k sampling (-1: off)")
+    do_sample: bool = doc(True, "sample (false: greedy)")
+    log_prob_micro_batch_size_per_gpu: int = doc(256, "responses per log-prob forward on one worker")
+    val_kwargs: ValKwargs = field(default_factory=ValKwargs)
+
+
+@dataclass
+class RefConfig:
+    log_prob_micro_batch_size_per_gpu: int = doc(256, "responses per reference log-prob forward")
+
+
+@dataclass
+class ActorRolloutRefConfig:
+    model: ModelConfig = field(default_factory=ModelConfig)
+    actor: ActorConfig = field(default_factory=ActorConfig)
+    rollout: RolloutConfig = field(default_factory=RolloutConfig)
+    ref: RefConfig = field(default_factory=RefConfig)
+
+
+@dataclass
+class AlgorithmConfig:
+    adv_estimator: str = doc("grpo", "advantage estimator (see `hybridrl algos`)")
+    norm_adv_by_std_in_grpo: bool = doc(True, "divide GRPO advantages by the group std (false: Dr.GRPO)")
+
+
+@dataclass
+class TrainerConfig:
+    project_name: str = doc("hybridrl", "project name (run folder, loggers)")
+    experiment_name: str = doc("arithmetic_grpo", "experiment name (run folder, loggers)")
+    logger: list[str] = doc(["console", "file"], "loggers: console (compact line per step), file (metrics.jsonl)")
+    total_epochs: int = doc(1, "passes over the training prompts")
+    total_training_steps: Optional[int] = doc(60, "stop after this many steps (null: total_epochs decides)")
+    test_freq: int = doc(10, "validate every N steps (-1: never; the last step always validates)")
+    val_before_train: bool = doc(True, "validate before the first step")
+    default_local_dir: str = doc("checkpoints/${trainer.project_name}/${trainer.experiment_name}", "run folder: metrics.jsonl, config.yaml")
+    n_gpus_per_node: int = doc(1, "workers per node")
+    nnodes: int = doc(1, "nodes")
+    device: str = doc("cpu", "torch device of the local backend: cpu | cuda")
+    seed: int = doc(1, "seed of sampling during rollouts")
+
+
+@dataclass
+class RLConfig:
+    data: DataConfig = field(default_factory=DataConfig)
+    actor_rollout_ref: ActorRolloutRefConfig = field(default_factory=ActorRolloutRefConfig)
+    algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
+    trainer: TrainerConfig = field(default_factory=TrainerConfig)

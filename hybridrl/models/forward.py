@@ -1,0 +1,42 @@
+"""Per-token log-probs and entropies of responses under a causal LM."""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from hybridrl.batch import Sequences, split
+
+
+def position_ids_of(attention_mask: Tensor) -> Tensor:
+    """[N, L] positions counting real tokens only, so left padding does not shift them."""
+    return (attention_mask.cumsum(-1) - 1).clamp(min=0)
+
+
+def response_log_probs(model, seqs: Sequences, temperature: float = 1.0,
+                       with_entropy: bool = False) -> tuple[Tensor, Tensor | None]:
+    """log π(a_t | s_t) of each response token at `temperature` (and the entropy of π(.|s_t)).
+
+    Returns ([N, T], [N, T] or None), zero on padding. The logits at position i predict
+    token i+1, so the T response tokens are predicted by positions P-1 .. P+T-2.
+    """
+    T = seqs.response_mask.shape[1]
+    logits = model(
+        input_ids=seqs.input_ids,
+        attention_mask=seqs.attention_mask,
+        position_ids=position_ids_of(seqs.attention_mask),
+        use_cache=False,
+    ).logits[:, -T - 1:-1]  # [N, T, V]
+    logp_all = torch.log_softmax(logits.float() / max(temperature, 1e-6), dim=-1)
+    mask = seqs.response_mask
+    lp = logp_all.gather(-1, seqs.response_ids.unsqueeze(-1)).squeeze(-1) * mask
+    entropy = None
+    if with_entropy:
+        entropy = -(logp_all.exp() * logp_all).sum(-1) * mask
+    return lp, entropy
+
+
+@torch.no_grad()
+def batched_log_probs(model, seqs: Sequences, temperature: float, micro_batch_size: int) -> Tensor:
+    """response_log_probs over micro-batches, without gradients; [N, T]."""
+    return torch.cat([response_log_probs(model, part, temperature)[0] for part in split(seqs, micro_batch_size)])

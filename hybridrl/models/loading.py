@@ -1,0 +1,61 @@
+"""Load HuggingFace causal LMs and tokenizers from local folders or bundled models."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import torch
+
+from hybridrl.errors import ConfigError
+
+ASSETS = Path(__file__).resolve().parent.parent / "assets"
+BUNDLED = {"tiny-arith": ASSETS / "tiny-arith"}  # name -> folder shipped in the package
+
+
+def resolve_model_path(path: str, key: str = "actor_rollout_ref.model.path") -> str:
+    """A bundled model's folder, or the path itself if it is a folder."""
+    if path in BUNDLED:
+        return str(BUNDLED[path])
+    if os.path.isdir(path):
+        return path
+    raise ConfigError(
+        f"{key}={path!r} is neither a model folder nor a bundled model ({', '.join(BUNDLED)}); "
+        "give a local HuggingFace folder (nothing is downloaded)"
+    )
+
+
+def load_tokenizer(path: str):
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(resolve_model_path(path))
+    if tok.pad_token_id is None:  # many base models ship without one; padding is always masked out
+        tok.pad_token = tok.eos_token
+    if not tok.chat_template:
+        raise ConfigError(f"the tokenizer in {path} has no chat template; prompts are chat messages and need one")
+    return tok
+
+
+def load_causal_lm(path: str, device: str = "cpu", dtype: torch.dtype = torch.float32):
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(resolve_model_path(path), dtype=dtype)
+    return model.to(device)
+
+
+def eos_token_ids(model, tokenizer) -> list[int]:
+    """Tokens that end a response: the generation config's EOS ids plus the tokenizer's."""
+    ids = model.generation_config.eos_token_id if model.generation_config is not None else None
+    ids = [ids] if isinstance(ids, int) else list(ids or [])
+    if tokenizer.eos_token_id is not None and tokenizer.eos_token_id not in ids:
+        ids.append(tokenizer.eos_token_id)
+    return ids
+
+
+def check_context_length(model, max_prompt_length: int, max_response_length: int) -> None:
+    limit = getattr(model.config, "max_position_embeddings", None)
+    if limit is not None and max_prompt_length + max_response_length > limit:
+        raise ConfigError(
+            f"data.max_prompt_length + data.max_response_length = {max_prompt_length} + {max_response_length} "
+            f"exceeds the model's max_position_embeddings={limit}; lower one of them"
+        )

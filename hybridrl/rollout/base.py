@@ -1,0 +1,48 @@
+"""The rollout-engine role: prompts in, sampled response tokens and their log-probs out."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Iterable
+
+import torch
+from torch import Tensor
+
+from hybridrl.batch import PromptBatch, Rollout
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    max_new_tokens: int
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = -1  # -1: off
+    do_sample: bool = True  # False: greedy
+
+
+@dataclass
+class Generation:
+    response_ids: Tensor  # [N, T] right-padded with the pad id; T <= max_new_tokens (longest response)
+    response_mask: Tensor  # [N, T] 1 on generated tokens, EOS included
+    log_probs: Tensor  # [N, T] log-softmax(logits / temperature) at the chosen token; 0 on padding
+
+
+class RolloutEngine(ABC):
+    """Token-in/token-out generation. Backends are sibling modules (hf.py, vllm.py)."""
+
+    @abstractmethod
+    def generate(self, prompt_ids: Tensor, prompt_mask: Tensor, sampling: SamplingParams) -> Generation:
+        """prompt_ids, prompt_mask: [N, P] left-padded."""
+
+    @abstractmethod
+    def load_weights(self, named_tensors: Iterable[tuple[str, Tensor]]) -> None:
+        """Take the trainer's latest weights (a no-op when the engine shares the module)."""
+
+
+def generate_rollout(engine: RolloutEngine, prompts: PromptBatch, n: int, sampling: SamplingParams) -> Rollout:
+    """n responses per prompt; rows i*n .. i*n+n-1 answer prompt i and share uid i."""
+    repeated = prompts.repeat_interleave(n)
+    out = engine.generate(repeated.input_ids, repeated.attention_mask, sampling)
+    uid = torch.arange(len(prompts.index)).repeat_interleave(n)
+    return Rollout(repeated, out.response_ids, out.response_mask, out.log_probs, uid)

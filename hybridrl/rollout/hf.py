@@ -1,0 +1,87 @@
+"""In-process rollout with the policy's own HuggingFace module (zero-copy weights).
+
+A hand-written sampling loop over the KV cache rather than `model.generate`: it records the
+log-prob of every sampled token, stops as soon as every row has hit EOS, and for tiny
+models it spends far less time in per-step Python than the generic generate() machinery.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+import torch
+from torch import Tensor
+
+from hybridrl.models.forward import position_ids_of
+from hybridrl.rollout.base import Generation, RolloutEngine, SamplingParams
+
+
+def filter_logits(logits: Tensor, top_k: int, top_p: float) -> Tensor:
+    """Mask logits [N, V] outside the top-k and outside the smallest set of mass >= top_p with -inf."""
+    if 0 < top_k < logits.shape[-1]:
+        kth = torch.topk(logits, top_k, dim=-1).values[:, -1:]
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    if top_p < 1.0:
+        sorted_logits, order = torch.sort(logits, dim=-1, descending=True)
+        probs = torch.softmax(sorted_logits, dim=-1)
+        # drop a token when the mass before it already reaches top_p (the first token always stays)
+        drop_sorted = (probs.cumsum(-1) - probs) >= top_p
+        drop = torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)
+        logits = logits.masked_fill(drop, float("-inf"))
+    return logits
+
+
+def choose_tokens(logits: Tensor, sampling: SamplingParams, generator: torch.Generator | None) -> tuple[Tensor, Tensor]:
+    """Next tokens [N] and their log-probs [N] under softmax(logits / T), before top-k/top-p filtering,
+    which is the distribution the trainer recomputes."""
+    logits = logits.float()
+    if not sampling.do_sample or sampling.temperature <= 0:
+        tokens = logits.argmax(-1)
+        logp = torch.log_softmax(logits, -1)
+    else:
+        scaled = logits / sampling.temperature
+        logp = torch.log_softmax(scaled, -1)
+        probs = torch.softmax(filter_logits(scaled, sampling.top_k, sampling.top_p), -1)
+        tokens = torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+    return tokens, logp.gather(-1, tokens[:, None]).squeeze(-1)
+
+
+class HFRolloutEngine(RolloutEngine):
+    def __init__(self, module, eos_token_ids: list[int], pad_token_id: int, seed: int = 0):
+        self.module = module
+        self.eos = torch.tensor(eos_token_ids, dtype=torch.long)
+        self.pad_token_id = pad_token_id
+        self.generator = torch.Generator().manual_seed(seed)
+
+    def load_weights(self, named_tensors: Iterable[tuple[str, Tensor]]) -> None:
+        pass  # the engine samples with the trainer's module itself
+
+    @torch.no_grad()
+    def generate(self, prompt_ids: Tensor, prompt_mask: Tensor, sampling: SamplingParams) -> Generation:
+        from transformers import DynamicCache
+
+        was_training = self.module.training
+        self.module.eval()
+        device = prompt_ids.device
+        attn = prompt_mask.clone()
+        positions = position_ids_of(attn)
+        cache = DynamicCache()
+        logits = self.module(input_ids=prompt_ids, attention_mask=attn, position_ids=positions,
+                             past_key_values=cache, use_cache=True).logits[:, -1]  # [N, V]
+        next_pos = positions[:, -1:] + 1  # [N, 1]
+        done = torch.zeros(len(prompt_ids), dtype=torch.bool, device=device)
+        tokens, logps, masks = [], [], []
+        for t in range(sampling.max_new_tokens):
+            tok, lp = choose_tokens(logits, sampling, self.generator if device.type == "cpu" else None)
+            live = ~done
+            tok = torch.where(live, tok, torch.full_like(tok, self.pad_token_id))
+            tokens.append(tok), logps.append(lp * live), masks.append(live.long())
+            done = done | torch.isin(tok, self.eos.to(device))
+            if bool(done.all()) or t + 1 == sampling.max_new_tokens:
+                break
+            attn = torch.cat([attn, live.long()[:, None]], dim=1)
+            logits = self.module(input_ids=tok[:, None], attention_mask=attn, position_ids=next_pos,
+                                 past_key_values=cache, use_cache=True).logits[:, -1]
+            next_pos = next_pos + 1
+        self.module.train(was_training)
+        return Generation(torch.stack(tokens, 1), torch.stack(masks, 1), torch.stack(logps, 1))

@@ -1,0 +1,31 @@
+"""Validation: generate for every validation prompt and report the mean score per data_source."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from hybridrl.data.dataset import RLDataset
+from hybridrl.rewards.manager import RewardManager
+from hybridrl.rollout.base import RolloutEngine, SamplingParams, generate_rollout
+
+
+def validate(engine: RolloutEngine, data: RLDataset, reward: RewardManager, sampling: SamplingParams, n: int,
+             pad_id: int, batch_size: int = 256) -> dict[str, float]:
+    """`val-core/<data_source>/reward/mean@<n>` for each source, plus the mean response length."""
+    scores: dict[str, list[float]] = defaultdict(list)
+    lengths: list[float] = []
+    for start in range(0, len(data), batch_size):
+        prompts = data.collate(list(range(start, min(start + batch_size, len(data)))), pad_id)
+        rollout = generate_rollout(engine, prompts, n, sampling)
+        for source, score in zip(rollout.prompts.data_source, reward.score(rollout).scores.tolist()):
+            scores[source].append(score)
+        lengths += rollout.response_mask.sum(-1).float().tolist()
+    metrics = {f"val-core/{src}/reward/mean@{n}": sum(v) / len(v) for src, v in sorted(scores.items())}
+    metrics["val-aux/response_length/mean"] = sum(lengths) / len(lengths)
+    return metrics
+
+
+def mean_val_score(metrics: dict[str, float]) -> float | None:
+    """The unweighted mean of the per-source validation scores, for the run summary."""
+    core = [v for k, v in metrics.items() if k.startswith("val-core/")]
+    return sum(core) / len(core) if core else None

@@ -1,0 +1,109 @@
+"""The policy (actor) role: sample rollouts, recompute log-probs, and run the PPO-style update."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from hybridrl.algos.kl import kl_penalty
+from hybridrl.algos.policy_losses import POLICY_LOSSES, PolicyLossParams
+from hybridrl.algos.reduce import LossScale, reduce_loss
+from hybridrl.batch import PromptBatch, Rollout, Sequences, TrainBatch, select, split
+from hybridrl.models.forward import batched_log_probs, response_log_probs
+from hybridrl.rollout.base import RolloutEngine, SamplingParams, generate_rollout
+
+
+@dataclass(frozen=True)
+class UpdateSettings:
+    mini_batch_size: int  # responses per optimizer step on this worker
+    micro_batch_size: int  # responses per forward/backward
+    ppo_epochs: int
+    shuffle: bool
+    loss_mode: str  # POLICY_LOSSES name
+    loss_params: PolicyLossParams
+    loss_agg_mode: str  # LOSS_AGG_MODES name
+    entropy_coeff: float
+    use_kl_loss: bool
+    kl_loss_coef: float
+    kl_loss_type: str
+    grad_clip: float
+    temperature: float  # log-probs are taken at the rollout temperature, as sampled
+    log_prob_micro_batch_size: int
+
+
+class Policy:
+    def __init__(self, module, optimizer, scheduler, engine: RolloutEngine, settings: UpdateSettings, seed: int = 0):
+        self.module, self.optimizer, self.scheduler = module, optimizer, scheduler
+        self.engine, self.settings = engine, settings
+        self.shuffle_generator = torch.Generator().manual_seed(seed)
+
+    def generate(self, prompts: PromptBatch, n: int, sampling: SamplingParams) -> Rollout:
+        return generate_rollout(self.engine, prompts, n, sampling)
+
+    def log_probs(self, seqs: Sequences) -> Tensor:
+        """[N, T] log π of each response token under the current weights, without gradients."""
+        return batched_log_probs(self.module, seqs, self.settings.temperature, self.settings.log_prob_micro_batch_size)
+
+    def update(self, batch: TrainBatch) -> dict[str, float]:
+        """ppo_epochs passes over the batch in mini-batches; one optimizer step per mini-batch."""
+        s = self.settings
+        self.module.train()
+        per_step: dict[str, list[float]] = defaultdict(list)
+        for _ in range(s.ppo_epochs):
+            rows = torch.arange(len(batch.advantages))
+            if s.shuffle:
+                rows = torch.randperm(len(rows), generator=self.shuffle_generator)
+            for mini in split(select(batch, rows), s.mini_batch_size):
+                for key, value in self._optimizer_step(mini).items():
+                    per_step[key].append(value)
+        self.scheduler.step()
+        return {k: (max(v) if k.endswith("_max") else sum(v) / len(v)) for k, v in per_step.items()}
+
+    def _optimizer_step(self, mini: TrainBatch) -> dict[str, float]:
+        # Normalize by the whole mini-batch so accumulated micro-batch gradients equal the
+        # full-batch gradient (see algos/reduce.py).
+        scale = LossScale.of(mini.seqs.response_mask)
+        self.optimizer.zero_grad(set_to_none=True)
+        stats: dict[str, float] = defaultdict(float)
+        for micro in split(mini, self.settings.micro_batch_size):
+            loss, micro_stats = self._micro_loss(micro, scale)
+            loss.backward()
+            for key, value in micro_stats.items():
+                stats[key] = max(stats[key], value) if key.endswith("_max") else stats[key] + value
+        params = [p for p in self.module.parameters() if p.requires_grad]
+        grad_norm = torch.nn.utils.clip_grad_norm_(params, self.settings.grad_clip)
+        if torch.isfinite(grad_norm):
+            self.optimizer.step()
+        stats["actor/grad_norm"] = float(grad_norm)
+        stats["actor/lr"] = self.optimizer.param_groups[0]["lr"]
+        return dict(stats)
+
+    def _micro_loss(self, micro: TrainBatch, scale: LossScale) -> tuple[Tensor, dict[str, float]]:
+        """The micro-batch's share of the mini-batch loss, and its share of each metric."""
+        s = self.settings
+        mask = micro.seqs.response_mask
+        log_probs, entropy = response_log_probs(self.module, micro.seqs, s.temperature, with_entropy=True)
+        old = micro.old_log_probs if micro.old_log_probs is not None else log_probs.detach()
+        out = POLICY_LOSSES.get(s.loss_mode)(log_probs, old, micro.advantages, s.loss_params)
+        pg_loss = reduce_loss(out.loss, mask, s.loss_agg_mode, scale)
+        loss = pg_loss
+        if s.entropy_coeff:
+            loss = loss - s.entropy_coeff * reduce_loss(entropy, mask, s.loss_agg_mode, scale)
+        stats = {
+            "actor/pg_loss": pg_loss.item(),
+            "actor/pg_clipfrac": reduce_loss(out.clipped, mask, "token-mean", scale).item(),
+            "actor/ppo_kl": reduce_loss(out.ppo_kl, mask, "token-mean", scale).item(),
+            "actor/entropy": reduce_loss(entropy.detach(), mask, "token-mean", scale).item(),
+        }
+        if s.use_kl_loss:
+            kl = reduce_loss(kl_penalty(log_probs, micro.ref_log_probs, s.kl_loss_type), mask, s.loss_agg_mode, scale)
+            loss = loss + s.kl_loss_coef * kl
+            stats["actor/kl_loss"] = kl.item()
+        # How far the engine's sampling probabilities are from the trainer's π_old (verl's names).
+        diff = (old.exp() - micro.rollout_log_probs.exp()).abs() * mask
+        stats["training/rollout_probs_diff_mean"] = float(diff.sum() / max(scale.num_tokens, 1.0))
+        stats["training/rollout_probs_diff_max"] = float(diff.max())
+        return loss, stats

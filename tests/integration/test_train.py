@@ -1,0 +1,122 @@
+"""Real RL runs on the bundled tiny model: parameters move, metrics are finite, errors are one line."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import torch
+
+from hybridrl.config.loader import load_config
+from hybridrl.config.schema import RLConfig
+from hybridrl.config.validate import validate_rl_config
+from hybridrl.trainer.build import build_run
+from hybridrl.trainer.rl import RLTrainer
+
+pytestmark = pytest.mark.slow
+
+REQUIRED_METRICS = [
+    "actor/pg_loss", "actor/pg_clipfrac", "actor/ppo_kl", "actor/entropy", "actor/grad_norm", "actor/lr",
+    "critic/score/mean", "critic/advantages/mean", "response_length/mean", "timing_s/gen",
+    "timing_s/update_actor", "timing_s/step", "perf/throughput", "training/rollout_probs_diff_mean",
+]
+
+
+def run_training(overrides: list[str]):
+    cfg = load_config(RLConfig, None, overrides)
+    plan = validate_rl_config(cfg)
+    run = build_run(cfg, plan, log=lambda *_: None)
+    before = {n: p.detach().clone() for n, p in run.policy.module.named_parameters()}
+    rollout = cfg.actor_rollout_ref.rollout
+    summary = RLTrainer(run, cfg.algorithm.adv_estimator, rollout.n, rollout.val_kwargs.n, cfg.trainer.test_freq,
+                        cfg.trainer.val_before_train, cfg.data.max_response_length).fit()
+    records = [json.loads(line) for line in open(run.tracker.path)]
+    return run, before, summary, records
+
+
+def base_overrides(arith_data, tmp_path) -> list[str]:
+    return [f"data.train_files={arith_data['train']}", f"data.val_files={arith_data['val']}",
+            "data.train_batch_size=8", "actor_rollout_ref.actor.ppo_mini_batch_size=8",
+            "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=32", "actor_rollout_ref.rollout.n=4",
+            "trainer.total_training_steps=2", f"trainer.default_local_dir={tmp_path}"]
+
+
+def test_two_grpo_steps_change_every_parameter_and_log_finite_metrics(arith_data, tmp_path):
+    # weight decay 0: a parameter only moves if the loss's gradient reaches it
+    run, before, summary, records = run_training(base_overrides(arith_data, tmp_path) + [
+        "actor_rollout_ref.actor.optim.weight_decay=0", "actor_rollout_ref.actor.use_kl_loss=true",
+        "actor_rollout_ref.actor.optim.lr=1e-3"])
+    unchanged = [n for n, p in run.policy.module.named_parameters() if torch.equal(p, before[n])]
+    assert unchanged == []
+    assert [r["step"] for r in records] == [0, 1, 2]
+    for record in records[1:]:
+        assert set(REQUIRED_METRICS) <= set(record)
+        assert "actor/kl_loss" in record and "timing_s/ref" in record
+        assert all(isinstance(v, (int, float)) and math.isfinite(v) for v in record.values())
+    assert "val-core/arithmetic/reward/mean@1" in records[0] and "val-core/arithmetic/reward/mean@1" in records[2]
+    assert records[1]["training/rollout_probs_diff_max"] < 1e-4  # token-in/token-out: engine and trainer agree
+    assert summary.val_before is not None and summary.val_after is not None
+
+
+def test_several_mini_batches_and_epochs_recompute_old_log_probs(arith_data, tmp_path):
+    _, _, _, records = run_training(base_overrides(arith_data, tmp_path) + [
+        "actor_rollout_ref.actor.ppo_mini_batch_size=4", "actor_rollout_ref.actor.ppo_epochs=2",
+        "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=8", "trainer.val_before_train=false",
+        "actor_rollout_ref.actor.optim.lr=1e-3", "actor_rollout_ref.actor.shuffle=true"])
+    step = records[0]
+    assert "timing_s/old_log_prob" in step
+    # 4 optimizer steps in a step: after the first, π moves away from π_old
+    assert step["actor/ppo_kl"] != 0.0
+    assert all(math.isfinite(v) for k, v in step.items() if isinstance(v, float))
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "hybridrl", *args], capture_output=True, text=True, timeout=300)
+
+
+def assert_one_line_error(proc: subprocess.CompletedProcess, *fragments: str) -> None:
+    assert proc.returncode == 2, proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+
+
+def test_missing_parquet_file_is_one_clear_line(tmp_path):
+    proc = cli("train", f"data.train_files={tmp_path}/missing.parquet", f"trainer.default_local_dir={tmp_path}")
+    assert_one_line_error(proc, "data.train_files: file not found:", "missing.parquet")
+
+
+def test_parquet_without_prompt_column_is_one_clear_line(tmp_path):
+    path = tmp_path / "noprompt.parquet"
+    pq.write_table(pa.Table.from_pylist([{"data_source": "arithmetic", "question": "What is 1+1?",
+                                          "reward_model": {"ground_truth": "2"}}]), path)
+    proc = cli("train", f"data.train_files={path}", f"trainer.default_local_dir={tmp_path}")
+    assert_one_line_error(proc, str(path), "no column 'prompt'", "data.prompt_key")
+
+
+def test_prompt_over_max_prompt_length_is_one_clear_line(arith_data, tmp_path):
+    proc = cli("train", f"data.train_files={arith_data['train']}", "data.max_prompt_length=8",
+               f"trainer.default_local_dir={tmp_path}")
+    assert_one_line_error(proc, arith_data["train"], "row 0: prompt is", "over data.max_prompt_length=8",
+                          "data.truncation=left|right")
+
+
+def test_config_errors_are_one_line_from_the_cli(tmp_path):
+    assert_one_line_error(cli("train", "data.train_batch_sise=3"), "did you mean 'data.train_batch_size'")
+    assert_one_line_error(cli("train", "actor_rollout_ref.actor.ppo_mini_batch_size=5"),
+                          "does not divide data.train_batch_size=16", "1, 2, 4, 8")
+
+
+def test_help_lists_keys_and_plan_prints_the_batch_plan():
+    help_text = cli("train", "--help").stdout
+    assert "data.train_batch_size = 16" in help_text and "algorithm.adv_estimator" in help_text
+    plan = cli("plan", "data.train_batch_size=32", "actor_rollout_ref.actor.ppo_mini_batch_size=8")
+    assert plan.returncode == 0, plan.stderr
+    assert "32 prompts x 8 samples = 256 responses per step" in plan.stdout
+    assert "4 mini-batch(es) of 64 responses" in plan.stdout and "memory: 3.50M parameters" in plan.stdout

@@ -1,0 +1,73 @@
+"""lr_multiplier and warmup_steps_of: hand-computed schedule values."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from hybridrl.errors import ConfigError
+from hybridrl.trainer.optim import lr_multiplier, warmup_steps_of
+
+
+@pytest.mark.parametrize("style", ["constant", "cosine"])
+def test_warmup_is_linear_from_one_over_warmup(style):
+    # (step + 1) / warmup for step < warmup = 4
+    assert [lr_multiplier(s, 4, 100, style) for s in range(4)] == [0.25, 0.5, 0.75, 1.0]
+
+
+def test_constant_after_warmup():
+    assert [lr_multiplier(s, 2, 10, "constant") for s in (2, 3, 9, 10, 50)] == [1.0] * 5
+
+
+def test_constant_without_warmup_starts_at_one():
+    assert lr_multiplier(0, 0, 10, "constant") == 1.0
+
+
+def test_cosine_starts_at_one_right_after_warmup():
+    assert lr_multiplier(2, 2, 12, "cosine") == 1.0
+
+
+def test_cosine_is_half_at_midpoint_of_decay():
+    # warmup 2, total 12: decay spans 10 steps; step 7 -> progress 5/10 -> 0.5 * (1 + cos(pi/2)) = 0.5
+    assert lr_multiplier(7, 2, 12, "cosine") == 0.5
+    assert lr_multiplier(5, 0, 10, "cosine") == 0.5
+
+
+def test_cosine_quarter_point():
+    # warmup 0, total 8: step 2 -> progress 1/4 -> 0.5 * (1 + cos(pi/4)) = 0.5 + sqrt(2)/4
+    assert lr_multiplier(2, 0, 8, "cosine") == pytest.approx(0.5 + math.sqrt(2) / 4, abs=1e-12)
+
+
+def test_cosine_reaches_min_lr_ratio_at_end_and_stays():
+    assert lr_multiplier(10, 0, 10, "cosine", min_lr_ratio=0.1) == pytest.approx(0.1, abs=1e-12)
+    assert lr_multiplier(25, 0, 10, "cosine", min_lr_ratio=0.1) == pytest.approx(0.1, abs=1e-12)  # clamped
+    assert lr_multiplier(12, 2, 12, "cosine", min_lr_ratio=0.0) == 0.0
+
+
+def test_cosine_midpoint_with_min_lr_ratio():
+    # 0.1 + 0.9 * 0.5 = 0.55
+    assert lr_multiplier(5, 0, 10, "cosine", min_lr_ratio=0.1) == pytest.approx(0.55, abs=1e-12)
+
+
+def test_cosine_is_monotone_non_increasing():
+    values = [lr_multiplier(s, 3, 20, "cosine", 0.2) for s in range(3, 25)]
+    assert all(a >= b for a, b in zip(values, values[1:]))
+    assert values[0] == 1.0
+
+
+def test_unknown_style_after_warmup_raises():
+    with pytest.raises(ConfigError, match=r"^optim\.warmup_style='linear' is not supported; "
+                                          r"valid values: constant, cosine$"):
+        lr_multiplier(5, 2, 10, "linear")
+
+
+@pytest.mark.parametrize("steps, ratio, total, expected", [
+    (5, 0.5, 100, 5),     # explicit steps win over the ratio
+    (0, 0.5, 100, 0),     # 0 is explicit: no warm-up
+    (-1, 0.1, 100, 10),   # -1: ratio x total
+    (-1, 0.25, 10, 2),    # int(2.5) truncates
+    (-1, 0.0, 100, 0),
+])
+def test_warmup_steps_of(steps, ratio, total, expected):
+    assert warmup_steps_of(steps, ratio, total) == expected

@@ -1,0 +1,141 @@
+"""validate_rl_config: semantic checks after parsing; each check has its own message."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from hybridrl.config.loader import load_config
+from hybridrl.config.plan import BatchPlan
+from hybridrl.config.schema import RLConfig
+from hybridrl.config.validate import validate_rl_config
+from hybridrl.errors import ConfigError
+
+
+def validate(*overrides: str) -> BatchPlan:
+    return validate_rl_config(load_config(RLConfig, None, list(overrides)))
+
+
+def test_default_config_passes_and_is_on_policy():
+    plan = validate()
+    # defaults: 16 prompts x 8 = 128 responses; mini 16 prompts = 128 responses; micro 128 -> 1 micro-batch
+    assert plan == BatchPlan(world_size=1, prompts_per_step=16, n=8, responses_per_step=128,
+                             mini_batch_responses=128, mini_batches_per_epoch=1, ppo_epochs=1,
+                             mini_batch_responses_per_worker=128, micro_batch_responses_per_worker=128,
+                             grad_accum_steps=1)
+    assert plan.on_policy is True
+
+
+def test_plan_follows_overrides():
+    plan = validate("actor_rollout_ref.actor.ppo_mini_batch_size=4", "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=8")
+    # 16 / 4 = 4 mini-batches of 4 x 8 = 32 responses; 32 / 8 = 4 micro-batches
+    assert (plan.mini_batches_per_epoch, plan.mini_batch_responses, plan.grad_accum_steps) == (4, 32, 4)
+    assert plan.on_policy is False
+
+
+def test_batch_plan_errors_surface():
+    # divisors of 16: 1 2 4 8 16; distance to 5: 4->1, 2->3, 8->3, 1->4, 16->11 -> sorted 1, 2, 4, 8
+    with pytest.raises(ConfigError, match=r"ppo_mini_batch_size=5 does not divide data\.train_batch_size=16; "
+                                          r"use one of 1, 2, 4, 8$"):
+        validate("actor_rollout_ref.actor.ppo_mini_batch_size=5")
+
+
+def test_grpo_needs_at_least_two_samples():
+    with pytest.raises(ConfigError, match=re.escape(
+            "algorithm.adv_estimator=grpo compares the responses to one prompt, so it needs "
+            "actor_rollout_ref.rollout.n >= 2 (got 1); set actor_rollout_ref.rollout.n=8, for example")):
+        validate("actor_rollout_ref.rollout.n=1")
+
+
+def test_unknown_adv_estimator_lists_valid_values():
+    with pytest.raises(ConfigError, match=r"^algorithm\.adv_estimator='gae2' is not a known advantage estimator; "
+                                          r"valid values: .*\bgrpo\b"):
+        validate("algorithm.adv_estimator=gae2")
+
+
+def test_unknown_loss_agg_mode():
+    with pytest.raises(ConfigError, match=re.escape(
+            "actor_rollout_ref.actor.loss_agg_mode='token-sum' is not a known loss aggregation mode; "
+            "valid values: seq-mean-token-mean, seq-mean-token-sum, token-mean")):
+        validate("actor_rollout_ref.actor.loss_agg_mode=token-sum")
+
+
+def test_unknown_kl_loss_type_ignored_without_kl_loss():
+    validate("actor_rollout_ref.actor.kl_loss_type=bogus")  # use_kl_loss=false: not checked
+
+
+def test_unknown_kl_loss_type_rejected_with_kl_loss():
+    with pytest.raises(ConfigError, match=r"^actor_rollout_ref\.actor\.kl_loss_type='bogus' is not a known "
+                                          r"KL estimator; valid values: .*\blow_var_kl\b"):
+        validate("actor_rollout_ref.actor.use_kl_loss=true", "actor_rollout_ref.actor.kl_loss_type=bogus")
+
+
+def test_known_kl_loss_type_with_kl_loss_passes():
+    validate("actor_rollout_ref.actor.use_kl_loss=true", "actor_rollout_ref.actor.kl_loss_type=k3")
+
+
+@pytest.mark.parametrize("value", ["1.0", "0.5"])
+def test_clip_ratio_c_must_exceed_one(value):
+    with pytest.raises(ConfigError, match=re.escape(
+            f"actor_rollout_ref.actor.clip_ratio_c={float(value)} must be > 1 (verl uses 3.0)")):
+        validate(f"actor_rollout_ref.actor.clip_ratio_c={value}")
+
+
+def test_zero_temperature_with_sampling():
+    with pytest.raises(ConfigError, match=re.escape(
+            "actor_rollout_ref.rollout.temperature must be > 0 when do_sample=true (or set do_sample=false)")):
+        validate("actor_rollout_ref.rollout.temperature=0")
+
+
+def test_zero_temperature_without_sampling_passes():
+    validate("actor_rollout_ref.rollout.temperature=0", "actor_rollout_ref.rollout.do_sample=false")
+
+
+@pytest.mark.parametrize("value", [0.0, 1.5, -0.1])
+def test_top_p_out_of_range(value):
+    with pytest.raises(ConfigError, match=re.escape(f"actor_rollout_ref.rollout.top_p={value} must be in (0, 1]")):
+        validate(f"actor_rollout_ref.rollout.top_p={value}")
+
+
+def test_unknown_truncation_mode():
+    with pytest.raises(ConfigError, match=re.escape(
+            "data.truncation='middle' is not supported; valid values: error, left, right")):
+        validate("data.truncation=middle")
+
+
+def test_unsupported_rollout_engine():
+    with pytest.raises(ConfigError, match=re.escape(
+            "actor_rollout_ref.rollout.name='vllm' is not supported; valid values: hf")):
+        validate("actor_rollout_ref.rollout.name=vllm")
+
+
+def test_unknown_warmup_style():
+    with pytest.raises(ConfigError, match=re.escape(
+            "actor_rollout_ref.actor.optim.warmup_style='linear' is not supported; valid values: constant, cosine")):
+        validate("actor_rollout_ref.actor.optim.warmup_style=linear")
+
+
+def test_unknown_logger():
+    with pytest.raises(ConfigError, match=re.escape(
+            "trainer.logger='wandb' is not supported; valid values: console, file")):
+        validate("trainer.logger=[console,wandb]")
+
+
+def test_more_than_one_gpu_rejected():
+    with pytest.raises(ConfigError, match=re.escape(
+            "trainer.n_gpus_per_node * trainer.nnodes = 2: this version trains with one worker in-process; "
+            "set trainer.n_gpus_per_node=1 trainer.nnodes=1")):
+        validate("trainer.n_gpus_per_node=2")
+
+
+@pytest.mark.parametrize("key", [
+    "data.max_prompt_length",
+    "data.max_response_length",
+    "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu",
+    "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu",
+    "actor_rollout_ref.rollout.val_kwargs.n",
+])
+def test_size_below_one(key):
+    with pytest.raises(ConfigError, match=f"^{re.escape(key)}=0 must be at least 1$"):
+        validate(f"{key}=0")

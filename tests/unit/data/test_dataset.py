@@ -1,0 +1,80 @@
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from hybridrl.data.dataset import RLDataset
+from hybridrl.errors import DataError
+from hybridrl.models.loading import load_tokenizer
+
+
+@pytest.fixture(scope="module")
+def tok(random_model_dir):
+    return load_tokenizer(random_model_dir)
+
+
+def write_rows(path, rows):
+    pq.write_table(pa.Table.from_pylist(rows), path)
+    return str(path)
+
+
+def row(content="What is 1+2?", truth="3"):
+    return {"data_source": "arithmetic", "prompt": [{"role": "user", "content": content}],
+            "reward_model": {"style": "rule", "ground_truth": truth}}
+
+
+def test_prompts_get_the_chat_template_and_left_padding(tmp_path, tok):
+    path = write_rows(tmp_path / "a.parquet", [row("What is 1+2?"), row("What is 10+20?", "30")])
+    data = RLDataset([path], tok, "prompt", max_prompt_length=64)
+    expected = tok("<|im_start|>user\nWhat is 1+2?<|im_end|>\n<|im_start|>assistant\n", add_special_tokens=False)["input_ids"]
+    assert data.records[0].prompt_ids == expected
+    batch = data.collate([0, 1], pad_id=tok.pad_token_id)
+    assert batch.input_ids.shape == (2, len(expected) + 2)  # "10+20" has two more digit tokens than "1+2"
+    assert batch.attention_mask[0].tolist() == [0, 0] + [1] * len(expected)
+    assert batch.input_ids[0, :2].tolist() == [tok.pad_token_id] * 2
+    assert batch.ground_truth == ["3", "30"] and batch.index == [0, 1]
+
+
+def test_missing_file_names_the_key_and_path(tmp_path, tok):
+    with pytest.raises(DataError, match=r"data.train_files: file not found: .*nope.parquet"):
+        RLDataset([str(tmp_path / "nope.parquet")], tok, "prompt", 64)
+
+
+def test_not_a_parquet_file(tmp_path, tok):
+    bad = tmp_path / "bad.parquet"
+    bad.write_text("hello")
+    with pytest.raises(DataError, match="is not a readable parquet file"):
+        RLDataset([str(bad)], tok, "prompt", 64)
+
+
+def test_missing_prompt_column_lists_columns_and_fix(tmp_path, tok):
+    path = write_rows(tmp_path / "a.parquet", [{"data_source": "x", "question": "hi", "reward_model": {"ground_truth": "1"}}])
+    with pytest.raises(DataError, match=r"no column 'prompt' \(columns: data_source, question, reward_model\); set data.prompt_key"):
+        RLDataset([path], tok, "prompt", 64)
+
+
+def test_malformed_messages_name_the_row(tmp_path, tok):
+    path = write_rows(tmp_path / "a.parquet", [row(), {**row(), "prompt": []}])
+    with pytest.raises(DataError, match=r"a.parquet row 1: column 'prompt' must be a non-empty list"):
+        RLDataset([path], tok, "prompt", 64)
+
+
+def test_overlong_prompt_with_truncation_error(tmp_path, tok):
+    path = write_rows(tmp_path / "a.parquet", [row(), row("What is " + "1+" * 30 + "1?")])
+    with pytest.raises(DataError, match=r"row 1: prompt is \d+ tokens, over data.max_prompt_length=20"):
+        RLDataset([path], tok, "prompt", 20)
+
+
+@pytest.mark.parametrize("mode", ["left", "right"])
+def test_truncation_left_and_right(tmp_path, tok, mode):
+    long = "What is " + "1+" * 30 + "1?"
+    path = write_rows(tmp_path / "a.parquet", [row(long)])
+    full = RLDataset([path], tok, "prompt", 200).records[0].prompt_ids
+    cut = RLDataset([path], tok, "prompt", 20, truncation=mode).records[0].prompt_ids
+    assert cut == (full[-20:] if mode == "left" else full[:20])
+
+
+def test_filter_overlong_prompts_counts_what_it_drops(tmp_path, tok):
+    path = write_rows(tmp_path / "a.parquet", [row(), row("What is " + "1+" * 30 + "1?"), row("What is 2+2?", "4")])
+    data = RLDataset([path], tok, "prompt", 20, filter_overlong_prompts=True)
+    assert len(data) == 2 and data.num_filtered == 1
+    assert [r.index for r in data.records] == [0, 2]
