@@ -8,12 +8,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 HYBRIDRL=${HYBRIDRL:-.venv/bin/hybridrl}
 PYTHON=${PYTHON:-.venv/bin/python}
-STEPS=${STEPS:-__STEPS__}
+STEPS=${STEPS:-880}
 
 "$HYBRIDRL" data arithmetic --output data/arithmetic --seed 0
 "$PYTHON" -m hybridrl.models.tiny --out build/tiny-init --hidden 256 --layers 4 --heads 4 --intermediate 768 --seed 0
 # Constant lr after a fixed warm-up: the run to step N does not depend on the total step count.
-"$HYBRIDRL" sft model.partial_pretrain=build/tiny-init \
+# One thread: steadier on shared cores, and float reductions in the same order on every machine.
+OMP_NUM_THREADS=1 "$HYBRIDRL" sft model.partial_pretrain=build/tiny-init \
   data.train_files=data/arithmetic/train.parquet data.val_files=data/arithmetic/val.parquet \
   data.train_batch_size=64 optim.lr=1e-3 optim.lr_warmup_steps=100 optim.lr_scheduler=constant \
   trainer.total_training_steps="$STEPS" trainer.test_freq=20 trainer.default_local_dir=build/tiny-sft

@@ -43,13 +43,14 @@ def group_mean_std(values: Tensor, uid: Tensor) -> tuple[Tensor, Tensor]:
 
     A group of one sample gets mean 0 and std 1 (verl's convention), so its advantage is its score.
     """
-    _, group = torch.unique(uid, return_inverse=True)  # [B] in 0..G-1
+    _, group = torch.unique(uid.to(values.device), return_inverse=True)  # [B] in 0..G-1
     num_groups = int(group.max()) + 1
     values = values.double()  # exact sums for the small groups we have; cast back at the end
-    count = torch.zeros(num_groups, dtype=values.dtype).index_add_(0, group, torch.ones_like(values))
-    mean = torch.zeros(num_groups, dtype=values.dtype).index_add_(0, group, values) / count
+    zeros = torch.zeros(num_groups, dtype=values.dtype, device=values.device)
+    count = zeros.index_add(0, group, torch.ones_like(values))
+    mean = zeros.index_add(0, group, values) / count
     sq_dev = (values - mean[group]) ** 2
-    var = torch.zeros(num_groups, dtype=values.dtype).index_add_(0, group, sq_dev) / (count - 1).clamp(min=1)
+    var = zeros.index_add(0, group, sq_dev) / (count - 1).clamp(min=1)
     single = count[group] == 1
     mean_b = torch.where(single, torch.zeros_like(values), mean[group])
     std_b = torch.where(single, torch.ones_like(values), var[group].sqrt())

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+import torch
 from torch import Tensor
 
 from hybridrl.registry import Registry
@@ -29,22 +30,27 @@ class LossScale:
 
 
 Reducer = Callable[[Tensor, Tensor, LossScale], Tensor]
+
+
+def _masked(values: Tensor, mask: Tensor) -> Tensor:
+    """values with padding set to 0 by selection, so an inf/NaN under padding cannot leak (inf * 0 = NaN)."""
+    return torch.where(mask.bool(), values, torch.zeros_like(values))
 LOSS_AGG_MODES: Registry[Reducer] = Registry("loss aggregation mode", "actor_rollout_ref.actor.loss_agg_mode")
 
 
 @LOSS_AGG_MODES.register("token-mean", "mean over every response token of the mini-batch (DAPO)")
 def _token_mean(values: Tensor, mask: Tensor, scale: LossScale) -> Tensor:
-    return (values * mask).sum() / max(scale.num_tokens, 1.0)
+    return _masked(values, mask).sum() / max(scale.num_tokens, 1.0)
 
 
 @LOSS_AGG_MODES.register("seq-mean-token-sum", "sum over a response's tokens, mean over responses")
 def _seq_mean_token_sum(values: Tensor, mask: Tensor, scale: LossScale) -> Tensor:
-    return (values * mask).sum() / max(scale.num_seqs, 1.0)
+    return _masked(values, mask).sum() / max(scale.num_seqs, 1.0)
 
 
 @LOSS_AGG_MODES.register("seq-mean-token-mean", "mean over a response's tokens, then mean over responses (GRPO paper)")
 def _seq_mean_token_mean(values: Tensor, mask: Tensor, scale: LossScale) -> Tensor:
-    per_seq = (values * mask).sum(-1) / mask.sum(-1).clamp(min=1)  # [B]
+    per_seq = _masked(values, mask).sum(-1) / mask.sum(-1).clamp(min=1)  # [B]
     return per_seq.sum() / max(scale.num_seqs, 1.0)
 
 
@@ -55,4 +61,4 @@ def reduce_loss(values: Tensor, mask: Tensor, mode: str, scale: LossScale | None
 
 def masked_mean(values: Tensor, mask: Tensor) -> Tensor:
     """Mean of values where mask is 1; values, mask: [B, T] -> scalar."""
-    return (values * mask).sum() / mask.sum().clamp(min=1)
+    return _masked(values, mask).sum() / mask.sum().clamp(min=1)

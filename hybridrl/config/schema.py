@@ -120,7 +120,6 @@ class TrainerConfig:
     default_local_dir: str = doc("checkpoints/${trainer.project_name}/${trainer.experiment_name}", "run folder: metrics.jsonl, config.yaml")
     n_gpus_per_node: int = doc(1, "workers per node")
     nnodes: int = doc(1, "nodes")
-    device: str = doc("cpu", "torch device of the local backend: cpu | cuda")
     seed: int = doc(1, "seed of sampling during rollouts")
 
 

@@ -24,8 +24,10 @@ class RunSummary:
     cpu_s: float
 
     def line(self) -> str:
-        acc = (f"val score {self.val_before:.3f} -> {self.val_after:.3f}"
-               if self.val_before is not None and self.val_after is not None else "no validation")
+        acc = "no validation"
+        if self.val_before is not None and self.val_after is not None:
+            acc = (f"validation accuracy {self.val_before:.1%} -> {self.val_after:.1%} "
+                   f"({100 * (self.val_after - self.val_before):+.1f} points)")
         return f"done: {self.steps} steps, {acc}, wall {self.wall_s:.0f}s (cpu {self.cpu_s:.0f}s)"
 
 

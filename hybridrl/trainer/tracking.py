@@ -26,7 +26,7 @@ class Tracker:
         self._file = None
         if "file" in loggers:
             os.makedirs(run_dir, exist_ok=True)
-            self._file = open(self.path, "a", encoding="utf-8")
+            self._file = open(self.path, "w", encoding="utf-8")  # a new run starts a new file
 
     def log(self, metrics: dict[str, float], step: int) -> None:
         if "console" in self.loggers:

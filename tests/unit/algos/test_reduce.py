@@ -140,3 +140,12 @@ def test_unknown_mode_raises_config_error_listing_values():
     assert "'token-sum'" in msg
     assert "seq-mean-token-mean, seq-mean-token-sum, token-mean" in msg
     assert LOSS_AGG_MODES.names() == sorted(MODES)
+
+
+@pytest.mark.parametrize("mode", ["token-mean", "seq-mean-token-sum", "seq-mean-token-mean"])
+def test_inf_or_nan_under_padding_does_not_leak(mode):
+    # padding is dropped by selection, not multiplied by 0 (inf * 0 would be NaN)
+    values = torch.tensor([[1.0, 2.0, float("inf")], [3.0, float("nan"), 0.0]])
+    mask = torch.tensor([[1.0, 1.0, 0.0], [1.0, 0.0, 0.0]])
+    clean = torch.tensor([[1.0, 2.0, 0.0], [3.0, 0.0, 0.0]])
+    assert torch.equal(reduce_loss(values, mask, mode), reduce_loss(clean, mask, mode))

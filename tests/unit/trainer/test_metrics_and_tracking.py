@@ -1,0 +1,43 @@
+import json
+
+import torch
+
+from hybridrl.batch import PromptBatch, Rollout
+from hybridrl.trainer.metrics import data_metrics, throughput_metrics
+from hybridrl.trainer.tracking import Tracker, format_line
+
+
+def rollout() -> Rollout:
+    prompt_mask = torch.tensor([[0, 1, 1], [1, 1, 1]])
+    response_mask = torch.tensor([[1, 1, 0, 0], [1, 1, 1, 1]])
+    prompts = PromptBatch(torch.ones(2, 3, dtype=torch.long), prompt_mask, ["a", "a"], ["1", "2"], [0, 1])
+    return Rollout(prompts, torch.ones(2, 4, dtype=torch.long), response_mask, torch.zeros(2, 4), torch.tensor([0, 0]))
+
+
+def test_data_metrics_by_hand():
+    ro = rollout()
+    adv = torch.tensor([[1.0, 1.0, 9.0, 9.0], [-1.0, -1.0, -1.0, -1.0]])  # 9s sit on padding
+    m = data_metrics(ro, scores=torch.tensor([1.0, 0.0]), advantages=adv, returns=adv, max_response_length=4)
+    assert m["critic/score/mean"] == 0.5
+    # valid advantage tokens: 1, 1, -1, -1, -1, -1 -> mean -1/3, max 1 (padding's 9 is ignored)
+    assert abs(m["critic/advantages/mean"] + 1 / 3) < 1e-6 and m["critic/advantages/max"] == 1.0
+    assert m["response_length/mean"] == 3.0 and m["response_length/max"] == 4.0
+    assert m["response_length/clip_ratio"] == 0.5  # one of two responses hit max_response_length
+    assert m["prompt_length/mean"] == 2.5
+
+
+def test_throughput_counts_prompt_and_response_tokens():
+    m = throughput_metrics(rollout(), step_seconds=2.0, world_size=1)
+    assert m["perf/total_num_tokens"] == 11.0  # prompts 2 + 3, responses 2 + 4
+    assert m["perf/throughput"] == 5.5
+
+
+def test_tracker_writes_jsonl_and_a_console_line(tmp_path):
+    lines = []
+    tracker = Tracker(["console", "file"], str(tmp_path), write=lines.append)
+    tracker.log({"critic/score/mean": 0.25, "actor/pg_loss": float("nan"), "val-core/a/reward/mean@1": 0.5}, step=3)
+    tracker.close()
+    record = json.loads(open(tmp_path / "metrics.jsonl").read())
+    assert record == {"step": 3, "critic/score/mean": 0.25, "actor/pg_loss": "nan", "val-core/a/reward/mean@1": 0.5}
+    assert lines == ["step 3 | score=0.25 | pg_loss=nan | val-core/a/reward/mean@1=0.5"]
+    assert format_line({}, 1) == "step 1"
