@@ -1,0 +1,28 @@
+"""Every example config loads, validates, and sets what its comment says."""
+
+import glob
+import os
+
+import pytest
+
+from hybridrl.config.loader import load_config
+from hybridrl.config.schema import RLConfig
+from hybridrl.config.validate import validate_rl_config
+
+EXAMPLES = sorted(glob.glob(os.path.join(os.path.dirname(__file__), "../../../examples/*.yaml")))
+
+
+def test_there_are_examples():
+    assert len(EXAMPLES) >= 2
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=os.path.basename)
+def test_example_loads_and_validates(path):
+    cfg = load_config(RLConfig, path)
+    validate_rl_config(cfg)
+    assert cfg.trainer.experiment_name == os.path.basename(path)[: -len(".yaml")]
+
+
+def test_kl_example_turns_the_kl_loss_on():
+    cfg = load_config(RLConfig, [p for p in EXAMPLES if p.endswith("grpo_kl.yaml")][0])
+    assert cfg.actor_rollout_ref.actor.use_kl_loss and cfg.actor_rollout_ref.actor.kl_loss_coef == 0.01
