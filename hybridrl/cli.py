@@ -13,13 +13,11 @@ from hybridrl.errors import HybridRLError
 
 
 def _keys_help(cls) -> str:
-    from hybridrl.config.loader import type_name, valid_keys, field_type
+    from hybridrl.config.loader import field_type, type_name, valid_keys
 
-    defaults = {}
     lines = ["config keys (override with key=value):"]
     for key, f in valid_keys(cls).items():
         default = f.default_factory() if callable(f.default_factory) else f.default  # type: ignore[misc]
-        defaults[key] = default
         lines.append(f"  {key} = {default!r}\n      {f.metadata.get('help', '')} ({type_name(field_type(cls, key))})")
     return "\n".join(lines)
 
@@ -43,15 +41,16 @@ def build_parser() -> argparse.ArgumentParser:
     data = sub.add_parser("data", help="write datasets in verl's parquet schema",
                           description="write datasets in verl's parquet schema")
     dsub = data.add_subparsers(dest="dataset", required=True)
-    ar = dsub.add_parser("arithmetic", help="synthetic +/- problems: train.parquet and val.parquet (disjoint)",
-                         description="synthetic +/- problems: train.parquet and val.parquet (disjoint)")
+    ar = dsub.add_parser("arithmetic", help="synthetic arithmetic (addition by default): train.parquet and val.parquet (disjoint)",
+                         description="synthetic arithmetic (addition by default): train.parquet and val.parquet (disjoint)")
     ar.add_argument("--output", default="data/arithmetic", help="output folder (default: %(default)s)")
-    ar.add_argument("--train-size", type=int, default=10000, help="training problems (default: %(default)s)")
+    ar.add_argument("--train-size", type=int, default=9000, help="training problems (default: %(default)s)")
     ar.add_argument("--val-size", type=int, default=500, help="validation problems (default: %(default)s)")
     ar.add_argument("--seed", type=int, default=0, help="seed (default: %(default)s)")
     ar.add_argument("--min-operands", type=int, default=2, help="fewest numbers per problem (default: %(default)s)")
     ar.add_argument("--max-operands", type=int, default=2, help="most numbers per problem (default: %(default)s)")
     ar.add_argument("--max-value", type=int, default=99, help="largest operand (default: %(default)s)")
+    ar.add_argument("--ops", default="+", help="operators to draw from: '+', '-' or '+-' (default: %(default)s)")
     sub.add_parser("algos", help="list advantage estimators, policy losses, KL estimators and loss reductions",
                    description="list advantage estimators, policy losses, KL estimators and loss reductions")
     return parser
@@ -114,7 +113,7 @@ def cmd_data(args) -> None:
     from hybridrl.data.arithmetic import write_dataset
 
     paths = write_dataset(args.output, args.train_size, args.val_size, args.seed, args.min_operands,
-                          args.max_operands, args.max_value)
+                          args.max_operands, args.max_value, args.ops)
     for split, path in paths.items():
         print(f"wrote {path} ({split})")
 

@@ -42,6 +42,7 @@ class SFTTrainer:
     total_training_steps: Optional[int] = doc(None, "stop after this many steps (null: total_epochs decides)")
     total_epochs: int = doc(1, "passes over the training rows")
     test_freq: int = doc(50, "validate every N steps (-1: only at the end)")
+    save_freq: int = doc(-1, "also save a HuggingFace folder <default_local_dir>/global_step_<N> every N steps (-1: never)")
     logger: list[str] = doc(["console", "file"], "loggers: console, file")
     seed: int = doc(0, "seed of torch (initial dropout/sampling state)")
 

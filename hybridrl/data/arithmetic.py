@@ -1,8 +1,10 @@
-"""The synthetic arithmetic task: `What is 23+45-7?`, answered with the number.
+"""The synthetic arithmetic task: `What is 23+45?` (or `23+45-7` with --ops +- --max-operands 3),
+answered with the number.
 
 Problems are drawn without replacement, so the validation split never repeats a training
-problem. Intermediate and final results stay >= 0, which keeps the task learnable for a
-model of a few million parameters.
+problem. Intermediate and final results stay >= 0. The built-in default is two-operand addition:
+the bundled 3.5M model reached 48 % on additions but 11 % on subtractions after the same SFT,
+and RL cannot reinforce answers it almost never samples.
 """
 
 from __future__ import annotations
@@ -18,10 +20,13 @@ from hybridrl.errors import HybridRLError
 DATA_SOURCE = "arithmetic"
 
 
-def make_problems(count: int, seed: int, min_operands: int, max_operands: int, max_value: int) -> list[tuple[str, int]]:
-    """`count` distinct (expression, answer) pairs, e.g. ("23+45-7", 61)."""
+def make_problems(count: int, seed: int, min_operands: int, max_operands: int, max_value: int,
+                  ops: str = "+-") -> list[tuple[str, int]]:
+    """`count` distinct (expression, answer) pairs using the operators in `ops`, e.g. ("23+45-7", 61)."""
     if not 2 <= min_operands <= max_operands:
         raise HybridRLError(f"operands: need 2 <= min_operands ({min_operands}) <= max_operands ({max_operands})")
+    if not ops or set(ops) - set("+-"):
+        raise HybridRLError(f"--ops {ops!r}: use '+', '-' or '+-'")
     rng = random.Random(seed)
     seen: dict[str, int] = {}
     attempts = 0
@@ -36,7 +41,10 @@ def make_problems(count: int, seed: int, min_operands: int, max_operands: int, m
         expr = str(value)
         for _ in range(rng.randint(min_operands, max_operands) - 1):
             operand = rng.randint(0, max_value)
-            op = rng.choice("+-") if operand <= value else "+"
+            allowed = ops if operand <= value else ops.replace("-", "")  # keep results >= 0
+            if not allowed:
+                operand, allowed = rng.randint(0, value), "-"
+            op = rng.choice(allowed)
             value = value + operand if op == "+" else value - operand
             expr += f"{op}{operand}"
         seen.setdefault(expr, value)
@@ -56,15 +64,16 @@ def to_row(expr: str, answer: int, split: str, index: int) -> dict:
 
 def write_dataset(
     output_dir: str,
-    train_size: int = 10000,
+    train_size: int = 9000,
     val_size: int = 500,
     seed: int = 0,
     min_operands: int = 2,
     max_operands: int = 2,
     max_value: int = 99,
+    ops: str = "+",
 ) -> dict[str, str]:
     """Write train.parquet and val.parquet (disjoint problems) into output_dir; return their paths."""
-    problems = make_problems(train_size + val_size, seed, min_operands, max_operands, max_value)
+    problems = make_problems(train_size + val_size, seed, min_operands, max_operands, max_value, ops)
     os.makedirs(output_dir, exist_ok=True)
     splits = {"val": problems[:val_size], "train": problems[val_size:]}
     paths = {}

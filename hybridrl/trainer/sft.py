@@ -33,6 +33,12 @@ def sft_loss(model, batch: SFTBatch, num_tokens: float) -> torch.Tensor:
     return (ce * mask).sum() / max(num_tokens, 1.0)
 
 
+def save_hf(model, tokenizer, folder: str) -> None:
+    """A HuggingFace folder loadable by AutoModelForCausalLM / AutoTokenizer.from_pretrained."""
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+
+
 def run_sft(cfg: SFTConfig, log=tqdm.write) -> dict[str, float]:
     d, o, tr = cfg.data, cfg.optim, cfg.trainer
     check_choice("optim.lr_scheduler", o.lr_scheduler, WARMUP_STYLES)
@@ -75,9 +81,10 @@ def run_sft(cfg: SFTConfig, log=tqdm.write) -> dict[str, float]:
         if step == total or (tr.test_freq > 0 and step % tr.test_freq == 0):
             metrics.update(evaluate())
         tracker.log(metrics, step)
+        if tr.save_freq > 0 and step % tr.save_freq == 0:
+            save_hf(model, tokenizer, os.path.join(tr.default_local_dir, f"global_step_{step}"))
     tracker.close()
-    model.save_pretrained(tr.default_local_dir)
-    tokenizer.save_pretrained(tr.default_local_dir)
+    save_hf(model, tokenizer, tr.default_local_dir)
     score = mean_val_score(metrics)
     log(f"done: {total} SFT steps in {time.perf_counter() - start:.0f}s, val score "
         f"{'n/a' if score is None else f'{score:.3f}'}; model saved to {os.path.abspath(tr.default_local_dir)}")

@@ -19,12 +19,15 @@ def test_sft_lowers_the_loss_and_saves_a_hf_folder(random_model_dir, arith_data,
     cfg = load_config(SFTConfig, None, [
         f"model.partial_pretrain={random_model_dir}", f"data.train_files={arith_data['train']}",
         f"data.val_files={arith_data['val']}", "data.train_batch_size=32", "data.micro_batch_size_per_gpu=16",
-        "trainer.total_training_steps=30", "trainer.test_freq=15", "optim.lr=3e-3", f"trainer.default_local_dir={out}"])
+        "trainer.total_training_steps=30", "trainer.test_freq=15", "trainer.save_freq=20", "optim.lr=3e-3",
+        f"trainer.default_local_dir={out}"])
     final = run_sft(cfg, log=lambda *_: None)
     records = [json.loads(line) for line in open(out / "metrics.jsonl")]
     assert len(records) == 30
     assert records[-1]["train/loss"] < 0.6 * records[0]["train/loss"]  # starts near ln(vocab) = 5.8
     assert "val-core/arithmetic/reward/mean@1" in records[14] and "val-core/arithmetic/reward/mean@1" in final
-    model = AutoModelForCausalLM.from_pretrained(out)
-    tok = AutoTokenizer.from_pretrained(out)
-    assert model.config.model_type == "qwen2" and tok.chat_template
+    for folder in (out, out / "global_step_20"):  # the final model and the save_freq checkpoint
+        model = AutoModelForCausalLM.from_pretrained(folder)
+        tok = AutoTokenizer.from_pretrained(folder)
+        assert model.config.model_type == "qwen2" and tok.chat_template
+    assert not (out / "global_step_30").exists()

@@ -36,3 +36,21 @@ def test_splits_are_disjoint_and_in_verl_schema(tmp_path):
     assert row["data_source"] == "arithmetic"
     assert row["prompt"] == [{"role": "user", "content": f"What is {row['extra_info']['question']}?"}]
     assert row["reward_model"] == {"style": "rule", "ground_truth": row["extra_info"]["answer"]}
+
+
+@pytest.mark.parametrize("ops", ["+", "-"])
+def test_ops_restricts_the_operators(ops):
+    problems = make_problems(200, seed=1, min_operands=2, max_operands=3, max_value=50, ops=ops)
+    other = "-" if ops == "+" else "+"
+    assert all(other not in e and ops in e for e, _ in problems)
+    assert all(eval(e) == a and a >= 0 for e, a in problems)
+
+
+def test_unknown_operator_is_an_error():
+    with pytest.raises(HybridRLError, match=r"--ops '\*': use '\+', '-' or '\+-'"):
+        make_problems(5, 0, 2, 2, 9, ops="*")
+
+
+def test_default_dataset_is_two_operand_addition(tmp_path):
+    rows = pq.read_table(write_dataset(str(tmp_path), train_size=50, val_size=10)["train"]).to_pylist()
+    assert all(r["extra_info"]["question"].count("+") == 1 and "-" not in r["extra_info"]["question"] for r in rows)
