@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 HYBRIDRL=${HYBRIDRL:-.venv/bin/hybridrl}
 PYTHON=${PYTHON:-.venv/bin/python}
-STEPS=${STEPS:-880}
+STEPS=${STEPS:-360}
 
 "$HYBRIDRL" data arithmetic --output data/arithmetic --seed 0
 "$PYTHON" -m hybridrl.models.tiny --out build/tiny-init --hidden 256 --layers 4 --heads 4 --intermediate 768 --seed 0

@@ -26,7 +26,7 @@ class DataConfig:
     prompt_key: str = doc("prompt", "column holding the chat messages")
     max_prompt_length: int = doc(64, "longest prompt in tokens, after the chat template")
     max_response_length: int = doc(8, "most tokens generated per response")
-    train_batch_size: int = doc(16, "prompts per training step (each sampled rollout.n times)")
+    train_batch_size: int = doc(32, "prompts per training step (each sampled rollout.n times)")
     truncation: str = doc("error", "what to do with a prompt over max_prompt_length: error | left | right")
     filter_overlong_prompts: bool = doc(False, "drop prompts over max_prompt_length (the count is logged)")
     shuffle: bool = doc(True, "shuffle the training prompts each epoch")
@@ -51,7 +51,7 @@ class OptimConfig:
 
 @dataclass
 class ActorConfig:
-    ppo_mini_batch_size: int = doc(16, "prompts per optimizer step (times rollout.n responses)")
+    ppo_mini_batch_size: int = doc(32, "prompts per optimizer step (times rollout.n responses)")
     ppo_micro_batch_size_per_gpu: int = doc(128, "responses per forward/backward on one worker")
     ppo_epochs: int = doc(1, "passes over each training batch")
     shuffle: bool = doc(False, "shuffle responses before splitting into mini-batches")
@@ -114,7 +114,7 @@ class TrainerConfig:
     experiment_name: str = doc("arithmetic_grpo", "experiment name (run folder, loggers)")
     logger: list[str] = doc(["console", "file"], "loggers: console (compact line per step), file (metrics.jsonl)")
     total_epochs: int = doc(1, "passes over the training prompts")
-    total_training_steps: Optional[int] = doc(60, "stop after this many steps (null: total_epochs decides)")
+    total_training_steps: Optional[int] = doc(100, "stop after this many steps (null: total_epochs decides)")
     test_freq: int = doc(10, "validate every N steps (-1: never; the last step always validates)")
     val_before_train: bool = doc(True, "validate before the first step")
     default_local_dir: str = doc("checkpoints/${trainer.project_name}/${trainer.experiment_name}", "run folder: metrics.jsonl, config.yaml")

@@ -110,13 +110,15 @@ def test_prompt_over_max_prompt_length_is_one_clear_line(arith_data, tmp_path):
 def test_config_errors_are_one_line_from_the_cli(tmp_path):
     assert_one_line_error(cli("train", "data.train_batch_sise=3"), "did you mean 'data.train_batch_size'")
     assert_one_line_error(cli("train", "actor_rollout_ref.actor.ppo_mini_batch_size=5"),
-                          "does not divide data.train_batch_size=16", "1, 2, 4, 8")
+                          "does not divide data.train_batch_size=32", "1, 2, 4, 8")
 
 
 def test_help_lists_keys_and_plan_prints_the_batch_plan():
     help_text = cli("train", "--help").stdout
-    assert "data.train_batch_size = 16" in help_text and "algorithm.adv_estimator" in help_text
-    plan = cli("plan", "data.train_batch_size=32", "actor_rollout_ref.actor.ppo_mini_batch_size=8")
+    assert "data.train_batch_size = 32" in help_text and "algorithm.adv_estimator" in help_text
+    plan = cli("plan", "data.train_batch_size=32", "actor_rollout_ref.actor.ppo_mini_batch_size=8",
+               "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=32")
     assert plan.returncode == 0, plan.stderr
     assert "32 prompts x 8 samples = 256 responses per step" in plan.stdout
-    assert "4 mini-batch(es) of 64 responses" in plan.stdout and "memory: 3.50M parameters" in plan.stdout
+    assert "4 mini-batch(es) of 64 responses" in plan.stdout and "2 micro-batch(es) of 32" in plan.stdout
+    assert "memory: 3.50M parameters" in plan.stdout

@@ -24,11 +24,11 @@ def write(tmp_path, text: str, name: str = "run.yaml") -> str:
 def test_defaults_load_without_file_or_overrides():
     cfg = load_config(RLConfig, None, [])
     assert isinstance(cfg, RLConfig)
-    assert cfg.data.train_batch_size == 16
+    assert cfg.data.train_batch_size == 32
     assert cfg.data.train_files == ["data/arithmetic/train.parquet"]
     assert cfg.actor_rollout_ref.rollout.n == 8
     assert cfg.actor_rollout_ref.actor.use_kl_loss is False
-    assert cfg.trainer.total_training_steps == 60
+    assert cfg.trainer.total_training_steps == 100
     assert cfg.trainer.logger == ["console", "file"]
 
 

@@ -19,24 +19,24 @@ def validate(*overrides: str) -> BatchPlan:
 
 def test_default_config_passes_and_is_on_policy():
     plan = validate()
-    # defaults: 16 prompts x 8 = 128 responses; mini 16 prompts = 128 responses; micro 128 -> 1 micro-batch
-    assert plan == BatchPlan(world_size=1, prompts_per_step=16, n=8, responses_per_step=128,
-                             mini_batch_responses=128, mini_batches_per_epoch=1, ppo_epochs=1,
-                             mini_batch_responses_per_worker=128, micro_batch_responses_per_worker=128,
-                             grad_accum_steps=1)
+    # defaults: 32 prompts x 8 = 256 responses; mini 32 prompts = 256 responses; micro 128 -> 2 micro-batches
+    assert plan == BatchPlan(world_size=1, prompts_per_step=32, n=8, responses_per_step=256,
+                             mini_batch_responses=256, mini_batches_per_epoch=1, ppo_epochs=1,
+                             mini_batch_responses_per_worker=256, micro_batch_responses_per_worker=128,
+                             grad_accum_steps=2)
     assert plan.on_policy is True
 
 
 def test_plan_follows_overrides():
     plan = validate("actor_rollout_ref.actor.ppo_mini_batch_size=4", "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=8")
-    # 16 / 4 = 4 mini-batches of 4 x 8 = 32 responses; 32 / 8 = 4 micro-batches
-    assert (plan.mini_batches_per_epoch, plan.mini_batch_responses, plan.grad_accum_steps) == (4, 32, 4)
+    # 32 / 4 = 8 mini-batches of 4 x 8 = 32 responses; 32 / 8 = 4 micro-batches
+    assert (plan.mini_batches_per_epoch, plan.mini_batch_responses, plan.grad_accum_steps) == (8, 32, 4)
     assert plan.on_policy is False
 
 
 def test_batch_plan_errors_surface():
-    # divisors of 16: 1 2 4 8 16; distance to 5: 4->1, 2->3, 8->3, 1->4, 16->11 -> sorted 1, 2, 4, 8
-    with pytest.raises(ConfigError, match=r"ppo_mini_batch_size=5 does not divide data\.train_batch_size=16; "
+    # divisors of 32: 1 2 4 8 16 32; distance to 5: 4->1, 2->3, 8->3, 1->4, 16->11 -> sorted 1, 2, 4, 8
+    with pytest.raises(ConfigError, match=r"ppo_mini_batch_size=5 does not divide data\.train_batch_size=32; "
                                           r"use one of 1, 2, 4, 8$"):
         validate("actor_rollout_ref.actor.ppo_mini_batch_size=5")
 
