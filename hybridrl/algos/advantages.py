@@ -26,6 +26,7 @@ class AdvantageInputs:
 class AdvantageParams:
     norm_adv_by_std_in_grpo: bool = True  # False: Dr.GRPO (Liu et al. 2025) drops the std division
     epsilon: float = 1e-6  # keeps the division finite for zero-variance groups
+    gamma: float = 1.0  # discount of token rewards (reinforce_plus_plus)
 
 
 @dataclass
@@ -72,3 +73,102 @@ def grpo(inputs: AdvantageInputs, params: AdvantageParams) -> AdvantageOutput:
         adv = adv / (std + params.epsilon)
     token_adv = adv[:, None] * mask  # [B, T]: every token of a response shares its advantage
     return AdvantageOutput(advantages=token_adv, returns=token_adv)
+
+
+def _outcome(inputs: AdvantageInputs, adv: Tensor) -> AdvantageOutput:
+    """Broadcast a per-response advantage [B] to its tokens; returns = advantages (outcome estimators)."""
+    token_adv = adv[:, None] * inputs.response_mask
+    return AdvantageOutput(advantages=token_adv, returns=token_adv)
+
+
+def _scores(inputs: AdvantageInputs) -> Tensor:
+    return (inputs.token_level_rewards * inputs.response_mask).sum(-1)  # [B]
+
+
+def _group_index(uid: Tensor) -> tuple[Tensor, int]:
+    _, group = torch.unique(uid, return_inverse=True)
+    return group, int(group.max()) + 1
+
+
+def masked_whiten(values: Tensor, mask: Tensor, eps: float = 1e-8) -> Tensor:
+    """(x - mean) / sqrt(var + eps) over the valid tokens of the whole batch; var is unbiased (Bessel)."""
+    m = mask.bool()
+    valid = values[m]
+    if valid.numel() < 2:  # one token has no spread to normalize by
+        return torch.zeros_like(values)
+    return torch.where(m, (values - valid.mean()) / torch.sqrt(valid.var(unbiased=True) + eps), torch.zeros_like(values))
+
+
+@ADV_ESTIMATORS.register(
+    "rloo", "leave-one-out baseline r_i - mean of the other responses = n/(n-1) (r_i - mean_g) "
+            "(Kool et al. 2019; Ahmadian et al. 2024); a group of one keeps its score", needs_groups=True)
+def rloo(inputs: AdvantageInputs, params: AdvantageParams) -> AdvantageOutput:
+    scores = _scores(inputs)
+    group, g = _group_index(inputs.uid)
+    count = torch.zeros(g, dtype=scores.dtype, device=scores.device).index_add(0, group, torch.ones_like(scores))[group]
+    mean, _ = group_mean_std(scores, inputs.uid)
+    adv = torch.where(count > 1, (scores - mean) * count / (count - 1).clamp(min=1), scores)
+    return _outcome(inputs, adv)
+
+
+@ADV_ESTIMATORS.register(
+    "reinforce_plus_plus", "discounted return-to-go G_t = r_t + gamma G_{t+1}, whitened over the batch's tokens "
+                           "(Hu 2025, REINFORCE++); no critic, no groups")
+def reinforce_plus_plus(inputs: AdvantageInputs, params: AdvantageParams) -> AdvantageOutput:
+    mask = inputs.response_mask.to(inputs.token_level_rewards.dtype)
+    returns = torch.zeros_like(inputs.token_level_rewards)
+    running = torch.zeros_like(returns[:, 0])
+    for t in reversed(range(returns.shape[1])):  # T is the response length: a short Python loop
+        running = (inputs.token_level_rewards[:, t] + params.gamma * running) * mask[:, t]
+        returns[:, t] = running
+    return AdvantageOutput(advantages=masked_whiten(returns, mask), returns=returns)
+
+
+@ADV_ESTIMATORS.register(
+    "reinforce_plus_plus_baseline", "r_i - mean_g on every token, then whitened over the batch's tokens "
+                                    "(REINFORCE++ with a group baseline)", needs_groups=True)
+def reinforce_plus_plus_baseline(inputs: AdvantageInputs, params: AdvantageParams) -> AdvantageOutput:
+    scores = _scores(inputs)
+    mean, _ = group_mean_std(scores, inputs.uid)
+    adv = masked_whiten((scores - mean)[:, None] * inputs.response_mask, inputs.response_mask)
+    return AdvantageOutput(advantages=adv, returns=adv)
+
+
+@ADV_ESTIMATORS.register(
+    "opo", "r_i - length-weighted group mean sum_j L_j r_j / sum_j L_j (Hao et al. 2025, On-Policy RL with "
+           "Optimal reward baseline)", needs_groups=True)
+def opo(inputs: AdvantageInputs, params: AdvantageParams) -> AdvantageOutput:
+    scores = _scores(inputs)
+    lengths = inputs.response_mask.sum(-1).to(scores.dtype)
+    group, g = _group_index(inputs.uid)
+    zeros = torch.zeros(g, dtype=scores.dtype, device=scores.device)
+    count = zeros.index_add(0, group, torch.ones_like(scores))[group]
+    baseline = (zeros.index_add(0, group, lengths * scores) / zeros.index_add(0, group, lengths).clamp(min=1))[group]
+    return _outcome(inputs, torch.where(count > 1, scores - baseline, scores))
+
+
+@ADV_ESTIMATORS.register(
+    "grpo_passk", "pass@k: only each group's best response is credited, r_max - r_second, divided by the group "
+                  "std when norm_adv_by_std_in_grpo (Chen et al. 2025, Pass@k training)", needs_groups=True)
+def grpo_passk(inputs: AdvantageInputs, params: AdvantageParams) -> AdvantageOutput:
+    scores = _scores(inputs)
+    adv = torch.zeros_like(scores)
+    _, std = group_mean_std(scores, inputs.uid)
+    for g in torch.unique(inputs.uid):  # groups are few (train_batch_size); clarity over vectorization
+        rows = (inputs.uid == g).nonzero().squeeze(-1)
+        top = torch.topk(scores[rows], 2)  # needs_groups guarantees n >= 2
+        best = rows[top.indices[0]]
+        adv[best] = top.values[0] - top.values[1]
+        if params.norm_adv_by_std_in_grpo:
+            adv[best] = adv[best] / (std[best] + params.epsilon)
+    return _outcome(inputs, adv)
+
+
+@ADV_ESTIMATORS.register(
+    "gpg", "alpha (r_i - mean_g) with alpha = batch size / number of non-zero rewards (Chu et al. 2025, GPG)",
+    needs_groups=True)
+def gpg(inputs: AdvantageInputs, params: AdvantageParams) -> AdvantageOutput:
+    scores = _scores(inputs)
+    mean, _ = group_mean_std(scores, inputs.uid)
+    alpha = len(scores) / max(int(torch.count_nonzero(scores)), 1)
+    return _outcome(inputs, alpha * (scores - mean))

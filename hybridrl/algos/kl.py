@@ -48,6 +48,19 @@ for _names, _fn, _doc in [
         KL_ESTIMATORS.register(_name, _doc)(_fn)
 
 
+def _straight_through(estimator: KLEstimator) -> KLEstimator:
+    """The estimator's value with k2's gradient (log π - log π_ref), an unbiased gradient of KL."""
+    def fn(log_probs: Tensor, ref_log_probs: Tensor) -> Tensor:
+        k2 = _k2(log_probs, ref_log_probs)
+        return estimator(log_probs, ref_log_probs).detach() + (k2 - k2.detach())
+    return fn
+
+
+for _entry in list(KL_ESTIMATORS.entries()):
+    KL_ESTIMATORS.register(f"{_entry.name}+", f"value of {_entry.name}, gradient of k2 (straight-through)")(
+        _straight_through(_entry.fn))
+
+
 def kl_penalty(log_probs: Tensor, ref_log_probs: Tensor, kind: str) -> Tensor:
     """Per-token KL estimate [B, T] of the kind named by `kl_loss_type`."""
     return KL_ESTIMATORS.get(kind)(log_probs, ref_log_probs)

@@ -22,11 +22,12 @@ from hybridrl.registry import Registry
 class LossScale:
     num_tokens: float  # sum of response_mask over the whole mini-batch
     num_seqs: float  # responses in the whole mini-batch
+    norm_length: float = 1.0  # seq-mean-token-sum-norm's constant: loss_scale_factor or max_response_length
 
     @staticmethod
-    def of(mask: Tensor) -> "LossScale":
-        """The scale of a batch reduced in one piece; mask [B, T]."""
-        return LossScale(num_tokens=float(mask.sum()), num_seqs=float(mask.shape[0]))
+    def of(mask: Tensor, norm_length: float | None = None) -> "LossScale":
+        """The scale of a batch reduced in one piece; mask [B, T]; norm_length defaults to T."""
+        return LossScale(float(mask.sum()), float(mask.shape[0]), float(norm_length or mask.shape[1]))
 
 
 Reducer = Callable[[Tensor, Tensor, LossScale], Tensor]
@@ -52,6 +53,17 @@ def _seq_mean_token_sum(values: Tensor, mask: Tensor, scale: LossScale) -> Tenso
 def _seq_mean_token_mean(values: Tensor, mask: Tensor, scale: LossScale) -> Tensor:
     per_seq = _masked(values, mask).sum(-1) / mask.sum(-1).clamp(min=1)  # [B]
     return per_seq.sum() / max(scale.num_seqs, 1.0)
+
+
+@LOSS_AGG_MODES.register(
+    "seq-mean-token-sum-norm",
+    "sum over tokens / (responses x a constant length: actor.loss_scale_factor, else data.max_response_length); "
+    "Dr.GRPO (Liu et al. 2025): no per-response length normalization")
+def _seq_mean_token_sum_norm(values: Tensor, mask: Tensor, scale: LossScale) -> Tensor:
+    # verl divides the token sum by the length constant only, so its loss grows with the batch size;
+    # we also average over responses (a constant factor, i.e. a learning-rate rescale) to keep the
+    # loss scale independent of the batch and of how it is split.
+    return _masked(values, mask).sum() / max(scale.num_seqs * scale.norm_length, 1.0)
 
 
 def reduce_loss(values: Tensor, mask: Tensor, mode: str, scale: LossScale | None = None) -> Tensor:

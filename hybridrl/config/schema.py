@@ -50,6 +50,11 @@ class OptimConfig:
 
 
 @dataclass
+class PolicyLossConfig:
+    loss_mode: str = doc("vanilla", "policy loss: vanilla | gspo | cispo | gpg | sapo (see `hybridrl algos`)")
+
+
+@dataclass
 class ActorConfig:
     ppo_mini_batch_size: int = doc(32, "prompts per optimizer step (times rollout.n responses)")
     ppo_micro_batch_size_per_gpu: int = doc(128, "responses per forward/backward on one worker")
@@ -59,12 +64,18 @@ class ActorConfig:
     clip_ratio_low: Optional[float] = doc(None, "lower clip range (default: clip_ratio)")
     clip_ratio_high: Optional[float] = doc(None, "upper clip range (default: clip_ratio; DAPO clip-higher)")
     clip_ratio_c: float = doc(3.0, "dual-clip bound for negative advantages (Ye et al. 2020); must be > 1")
-    loss_agg_mode: str = doc("token-mean", "loss reduction: token-mean | seq-mean-token-sum | seq-mean-token-mean")
+    tau_pos: float = doc(1.0, "SAPO gate temperature for positive advantages")
+    tau_neg: float = doc(1.05, "SAPO gate temperature for negative advantages")
+    loss_agg_mode: str = doc("token-mean", "loss reduction: token-mean | seq-mean-token-sum | seq-mean-token-mean | "
+                                           "seq-mean-token-sum-norm")
+    loss_scale_factor: Optional[float] = doc(None, "seq-mean-token-sum-norm's length constant (null: data.max_response_length)")
     entropy_coeff: float = doc(0.0, "entropy bonus coefficient")
     use_kl_loss: bool = doc(False, "add a KL(policy || reference) term to the loss")
     kl_loss_coef: float = doc(0.001, "coefficient of the KL loss")
-    kl_loss_type: str = doc("low_var_kl", "KL estimator of the KL loss: kl | abs | mse | low_var_kl")
+    kl_loss_type: str = doc("low_var_kl", "KL estimator of the KL loss: kl | abs | mse | low_var_kl, a '+' suffix "
+                                          "for k2's gradient (see `hybridrl algos`)")
     grad_clip: float = doc(1.0, "max global gradient norm")
+    policy_loss: PolicyLossConfig = field(default_factory=PolicyLossConfig)
     optim: OptimConfig = field(default_factory=OptimConfig)
 
 
@@ -106,6 +117,7 @@ class ActorRolloutRefConfig:
 class AlgorithmConfig:
     adv_estimator: str = doc("grpo", "advantage estimator (see `hybridrl algos`)")
     norm_adv_by_std_in_grpo: bool = doc(True, "divide GRPO advantages by the group std (false: Dr.GRPO)")
+    gamma: float = doc(1.0, "discount of token rewards (reinforce_plus_plus)")
 
 
 @dataclass

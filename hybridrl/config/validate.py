@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from hybridrl.algos.advantages import ADV_ESTIMATORS
 from hybridrl.algos.kl import KL_ESTIMATORS
+from hybridrl.algos.policy_losses import POLICY_LOSSES
 from hybridrl.algos.reduce import LOSS_AGG_MODES
 from hybridrl.config.plan import BatchPlan, make_batch_plan
 from hybridrl.config.schema import RLConfig
@@ -31,6 +32,11 @@ def validate_rl_config(cfg: RLConfig) -> BatchPlan:
         check_choice("trainer.logger", name, LOGGERS)
     estimator = ADV_ESTIMATORS.entry(alg.adv_estimator)
     LOSS_AGG_MODES.entry(actor.loss_agg_mode)
+    POLICY_LOSSES.entry(actor.policy_loss.loss_mode)
+    if actor.loss_scale_factor is not None and actor.loss_scale_factor <= 0:
+        raise ConfigError(f"actor_rollout_ref.actor.loss_scale_factor={actor.loss_scale_factor} must be > 0 (or null)")
+    if not 0.0 < alg.gamma <= 1.0:
+        raise ConfigError(f"algorithm.gamma={alg.gamma} must be in (0, 1]")
     if actor.use_kl_loss:
         KL_ESTIMATORS.entry(actor.kl_loss_type)
     if estimator.meta.get("needs_groups") and rollout.n < 2:

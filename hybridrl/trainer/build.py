@@ -68,12 +68,13 @@ def build_run(cfg: RLConfig, plan: BatchPlan, log=print) -> RLRun:
     engine = HFRolloutEngine(module, eos_token_ids(module, tokenizer), tokenizer.pad_token_id, seed=tr.seed)
     settings = UpdateSettings(
         mini_batch_size=plan.mini_batch_responses_per_worker, micro_batch_size=plan.micro_batch_responses_per_worker,
-        ppo_epochs=actor.ppo_epochs, shuffle=actor.shuffle, loss_mode="vanilla",
+        ppo_epochs=actor.ppo_epochs, shuffle=actor.shuffle, loss_mode=actor.policy_loss.loss_mode,
         loss_params=PolicyLossParams(
             clip_ratio_low=actor.clip_ratio if actor.clip_ratio_low is None else actor.clip_ratio_low,
             clip_ratio_high=actor.clip_ratio if actor.clip_ratio_high is None else actor.clip_ratio_high,
-            clip_ratio_c=actor.clip_ratio_c),
-        loss_agg_mode=actor.loss_agg_mode, entropy_coeff=actor.entropy_coeff, use_kl_loss=actor.use_kl_loss,
+            clip_ratio_c=actor.clip_ratio_c, tau_pos=actor.tau_pos, tau_neg=actor.tau_neg),
+        loss_agg_mode=actor.loss_agg_mode, loss_scale_factor=actor.loss_scale_factor or d.max_response_length,
+        entropy_coeff=actor.entropy_coeff, use_kl_loss=actor.use_kl_loss,
         kl_loss_coef=actor.kl_loss_coef, kl_loss_type=actor.kl_loss_type, grad_clip=actor.grad_clip,
         temperature=rollout.temperature, log_prob_micro_batch_size=rollout.log_prob_micro_batch_size_per_gpu)
     policy = Policy(module, optimizer, scheduler, engine, settings, seed=tr.seed)
@@ -92,6 +93,7 @@ def build_run(cfg: RLConfig, plan: BatchPlan, log=print) -> RLRun:
         tracker=Tracker(tr.logger, run_dir),
         sampling=SamplingParams(d.max_response_length, rollout.temperature, rollout.top_p, rollout.top_k, rollout.do_sample),
         val_sampling=SamplingParams(d.max_response_length, vk.temperature, vk.top_p, vk.top_k, vk.do_sample),
-        adv_params=AdvantageParams(norm_adv_by_std_in_grpo=cfg.algorithm.norm_adv_by_std_in_grpo),
+        adv_params=AdvantageParams(norm_adv_by_std_in_grpo=cfg.algorithm.norm_adv_by_std_in_grpo,
+                                   gamma=cfg.algorithm.gamma),
         run_dir=run_dir,
     )

@@ -25,6 +25,7 @@ class UpdateSettings:
     loss_mode: str  # POLICY_LOSSES name
     loss_params: PolicyLossParams
     loss_agg_mode: str  # LOSS_AGG_MODES name
+    loss_scale_factor: float  # seq-mean-token-sum-norm's constant length
     entropy_coeff: float
     use_kl_loss: bool
     kl_loss_coef: float
@@ -65,7 +66,7 @@ class Policy:
     def _optimizer_step(self, mini: TrainBatch) -> dict[str, float]:
         # Normalize by the whole mini-batch so accumulated micro-batch gradients equal the
         # full-batch gradient (see algos/reduce.py).
-        scale = LossScale.of(mini.seqs.response_mask)
+        scale = LossScale.of(mini.seqs.response_mask, self.settings.loss_scale_factor)
         self.optimizer.zero_grad(set_to_none=True)
         stats: dict[str, float] = defaultdict(float)
         for micro in split(mini, self.settings.micro_batch_size):
@@ -87,7 +88,7 @@ class Policy:
         mask = micro.seqs.response_mask
         log_probs, entropy = response_log_probs(self.module, micro.seqs, s.temperature, with_entropy=True)
         old = micro.old_log_probs if micro.old_log_probs is not None else log_probs.detach()
-        out = POLICY_LOSSES.get(s.loss_mode)(log_probs, old, micro.advantages, s.loss_params)
+        out = POLICY_LOSSES.get(s.loss_mode)(log_probs, old, micro.advantages, mask, s.loss_params)
         pg_loss = reduce_loss(out.loss, mask, s.loss_agg_mode, scale)
         loss = pg_loss
         if s.entropy_coeff:

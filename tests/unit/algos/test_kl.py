@@ -82,8 +82,9 @@ def test_unknown_kind_raises_config_error_listing_names():
     msg = str(info.value)
     assert "actor_rollout_ref.actor.kl_loss_type" in msg
     assert "'k4'" in msg
-    assert "abs, k1, k2, k3, kl, low_var_kl, mse" in msg
+    assert "abs, abs+, k1, k1+, k2, k2+, k3, k3+, kl, kl+, low_var_kl, low_var_kl+, mse, mse+" in msg
 
 
 def test_kl_registry_names():
-    assert KL_ESTIMATORS.names() == ["abs", "k1", "k2", "k3", "kl", "low_var_kl", "mse"]
+    base = ["abs", "k1", "k2", "k3", "kl", "low_var_kl", "mse"]
+    assert KL_ESTIMATORS.names() == sorted(base + [b + "+" for b in base])

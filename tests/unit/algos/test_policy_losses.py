@@ -13,7 +13,9 @@ E = math.e  # 2.718282
 E2 = math.exp(2.0)  # 7.389056
 EM1 = math.exp(-1.0)  # 0.367879
 
-vanilla = POLICY_LOSSES.get("vanilla")
+def vanilla(log_probs, old_log_probs, advantages, params):
+    """The vanilla loss ignores response_mask: pass ones."""
+    return POLICY_LOSSES.get("vanilla")(log_probs, old_log_probs, advantages, torch.ones_like(log_probs), params)
 
 
 def _run(log_ratio, adv, params=PolicyLossParams(), old=-3.0):

@@ -8,7 +8,7 @@ import torch
 from hybridrl.algos.reduce import LOSS_AGG_MODES, LossScale, masked_mean, reduce_loss
 from hybridrl.errors import ConfigError
 
-MODES = ["token-mean", "seq-mean-token-sum", "seq-mean-token-mean"]
+MODES = ["token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"]
 
 # 2 x 3 example; row 0 has 3 valid tokens, row 1 has 1 (two padded positions)
 VALUES = torch.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
@@ -21,6 +21,8 @@ HAND = {
     "seq-mean-token-sum": 5.0,
     # per-row token means 6/3 = 2 and 4/1 = 4, mean over 2 rows: (2 + 4) / 2 = 3.0
     "seq-mean-token-mean": 3.0,
+    # token sums 6 + 4 = 10 over 2 rows x the constant length (default: the padded width 3): 10 / 6
+    "seq-mean-token-sum-norm": 10 / 6,
 }
 
 
@@ -33,15 +35,17 @@ def test_reduce_hand_values(mode):
 
 def test_loss_scale_of():
     # 4 valid tokens, 2 responses
-    assert LossScale.of(MASK) == LossScale(num_tokens=4.0, num_seqs=2.0)
+    assert LossScale.of(MASK) == LossScale(num_tokens=4.0, num_seqs=2.0, norm_length=3.0)
 
 
 @pytest.mark.parametrize("mode", MODES)
 def test_explicit_scale(mode):
     # With a scale of a larger batch (8 tokens, 4 responses), the same values count half as much:
-    #   token-mean: 10 / 8 = 1.25; seq-mean-token-sum: 10 / 4 = 2.5; seq-mean-token-mean: 6 / 4 = 1.5
-    expected = {"token-mean": 1.25, "seq-mean-token-sum": 2.5, "seq-mean-token-mean": 1.5}[mode]
-    out = reduce_loss(VALUES, MASK, mode, LossScale(num_tokens=8.0, num_seqs=4.0))
+    #   token-mean: 10 / 8 = 1.25; seq-mean-token-sum: 10 / 4 = 2.5; seq-mean-token-mean: 6 / 4 = 1.5;
+    #   seq-mean-token-sum-norm with a constant length of 5 (Dr.GRPO's max_response_length): 10 / (4 * 5) = 0.5
+    expected = {"token-mean": 1.25, "seq-mean-token-sum": 2.5, "seq-mean-token-mean": 1.5,
+                "seq-mean-token-sum-norm": 0.5}[mode]
+    out = reduce_loss(VALUES, MASK, mode, LossScale(num_tokens=8.0, num_seqs=4.0, norm_length=5.0))
     assert out.item() == pytest.approx(expected, abs=1e-7)
 
 
@@ -138,7 +142,7 @@ def test_unknown_mode_raises_config_error_listing_values():
     msg = str(info.value)
     assert "actor_rollout_ref.actor.loss_agg_mode" in msg
     assert "'token-sum'" in msg
-    assert "seq-mean-token-mean, seq-mean-token-sum, token-mean" in msg
+    assert "seq-mean-token-mean, seq-mean-token-sum, seq-mean-token-sum-norm, token-mean" in msg
     assert LOSS_AGG_MODES.names() == sorted(MODES)
 
 

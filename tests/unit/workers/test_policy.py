@@ -12,7 +12,7 @@ from hybridrl.workers.policy import Policy, UpdateSettings
 
 def settings(micro: int, mode: str = "token-mean", **kw) -> UpdateSettings:
     base = dict(mini_batch_size=8, micro_batch_size=micro, ppo_epochs=1, shuffle=False, loss_mode="vanilla",
-                loss_params=PolicyLossParams(), loss_agg_mode=mode, entropy_coeff=0.01, use_kl_loss=True,
+                loss_params=PolicyLossParams(), loss_agg_mode=mode, loss_scale_factor=6.0, entropy_coeff=0.01, use_kl_loss=True,
                 kl_loss_coef=0.1, kl_loss_type="low_var_kl", grad_clip=1e9, temperature=1.0, log_prob_micro_batch_size=8)
     base.update(kw)
     return UpdateSettings(**base)
@@ -40,7 +40,7 @@ def grads_after_update(model_dir: str, s: UpdateSettings) -> list[torch.Tensor]:
     return [p.grad.clone() for p in module.parameters()]
 
 
-@pytest.mark.parametrize("mode", ["token-mean", "seq-mean-token-sum", "seq-mean-token-mean"])
+@pytest.mark.parametrize("mode", ["token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"])
 def test_uneven_micro_batches_give_the_full_batch_gradient(random_model_dir, mode):
     full = grads_after_update(random_model_dir, settings(micro=8, mode=mode))
     parts = grads_after_update(random_model_dir, settings(micro=3, mode=mode))  # 3 + 3 + 2 rows
