@@ -40,6 +40,11 @@ PolicyLoss = Callable[[Tensor, Tensor, Tensor, Tensor, PolicyLossParams], Policy
 POLICY_LOSSES: Registry[PolicyLoss] = Registry("policy loss", "actor_rollout_ref.actor.policy_loss.loss_mode")
 
 
+def _log_ratio(log_probs: Tensor, old_log_probs: Tensor) -> Tensor:
+    """log π - log π_old, clamped so exp() stays finite."""
+    return (log_probs - old_log_probs).clamp(-LOG_RATIO_CLAMP, LOG_RATIO_CLAMP)
+
+
 def _clipped_surrogate(log_ratio: Tensor, advantages: Tensor, params: PolicyLossParams) -> tuple[Tensor, Tensor]:
     """max(-A r, -A clip(r, 1-lo, 1+hi)) and where the clipped term won; r = exp(log_ratio)."""
     ratio = torch.exp(log_ratio)
@@ -52,7 +57,7 @@ def _clipped_surrogate(log_ratio: Tensor, advantages: Tensor, params: PolicyLoss
 def vanilla(log_probs: Tensor, old_log_probs: Tensor, advantages: Tensor, response_mask: Tensor,
             params: PolicyLossParams) -> PolicyLossOutput:
     """loss = max(-A r, -A clip(r, 1-lo, 1+hi)), then min(., -A c) where A < 0."""
-    log_ratio = (log_probs - old_log_probs).clamp(-LOG_RATIO_CLAMP, LOG_RATIO_CLAMP)
+    log_ratio = _log_ratio(log_probs, old_log_probs)
     loss, clipped = _clipped_surrogate(log_ratio, advantages, params)
     dual = torch.minimum(loss, -advantages * params.clip_ratio_c)
     loss = torch.where(advantages < 0, dual, loss)
@@ -64,13 +69,13 @@ def vanilla(log_probs: Tensor, old_log_probs: Tensor, advantages: Tensor, respon
             "use small clip ranges (paper: 3e-4 / 4e-4) and loss_agg_mode=seq-mean-token-mean")
 def gspo(log_probs: Tensor, old_log_probs: Tensor, advantages: Tensor, response_mask: Tensor,
          params: PolicyLossParams) -> PolicyLossOutput:
-    token_log_ratio = log_probs - old_log_probs
+    token_log_ratio = _log_ratio(log_probs, old_log_probs)
     seq_log_ratio = (token_log_ratio * response_mask).sum(-1) / response_mask.sum(-1).clamp(min=1)  # [B]
     # Every token carries the value log s_i but its own gradient ∇log π_t (GSPO-token, eq. 13):
     # log s_{i,t} = sg[log s_i] + log π_t - sg[log π_t].
     log_ratio = (seq_log_ratio.detach()[:, None] + log_probs - log_probs.detach()).clamp(max=LOG_RATIO_CLAMP)
     loss, clipped = _clipped_surrogate(log_ratio, advantages, params)
-    return PolicyLossOutput(loss=loss, clipped=clipped, ppo_kl=-token_log_ratio.clamp(-LOG_RATIO_CLAMP, LOG_RATIO_CLAMP))
+    return PolicyLossOutput(loss=loss, clipped=clipped, ppo_kl=-token_log_ratio)
 
 
 @POLICY_LOSSES.register(
@@ -78,7 +83,7 @@ def gspo(log_probs: Tensor, old_log_probs: Tensor, advantages: Tensor, response_
              "(MiniMax-M1, 2025): clipped tokens keep their gradient")
 def cispo(log_probs: Tensor, old_log_probs: Tensor, advantages: Tensor, response_mask: Tensor,
           params: PolicyLossParams) -> PolicyLossOutput:
-    log_ratio = (log_probs - old_log_probs).clamp(-LOG_RATIO_CLAMP, LOG_RATIO_CLAMP)
+    log_ratio = _log_ratio(log_probs, old_log_probs)
     ratio = torch.exp(log_ratio).detach()
     weight = ratio.clamp(1.0 - params.clip_ratio_low, 1.0 + params.clip_ratio_high)
     return PolicyLossOutput(loss=-advantages * weight * log_probs, clipped=(weight != ratio).float(), ppo_kl=-log_ratio)
@@ -87,7 +92,7 @@ def cispo(log_probs: Tensor, old_log_probs: Tensor, advantages: Tensor, response
 @POLICY_LOSSES.register("gpg", "plain policy gradient -A log π, no ratio and no clip (Chu et al. 2025, GPG)")
 def gpg(log_probs: Tensor, old_log_probs: Tensor, advantages: Tensor, response_mask: Tensor,
         params: PolicyLossParams) -> PolicyLossOutput:
-    log_ratio = (log_probs - old_log_probs).clamp(-LOG_RATIO_CLAMP, LOG_RATIO_CLAMP)
+    log_ratio = _log_ratio(log_probs, old_log_probs)
     return PolicyLossOutput(loss=-advantages * log_probs, clipped=torch.zeros_like(log_probs), ppo_kl=-log_ratio)
 
 
@@ -96,7 +101,7 @@ def gpg(log_probs: Tensor, old_log_probs: Tensor, advantages: Tensor, response_m
             "tau_neg (SAPO, Qwen 2025); equals the policy gradient at r = 1; use loss_agg_mode=seq-mean-token-mean")
 def sapo(log_probs: Tensor, old_log_probs: Tensor, advantages: Tensor, response_mask: Tensor,
          params: PolicyLossParams) -> PolicyLossOutput:
-    log_ratio = (log_probs - old_log_probs).clamp(-LOG_RATIO_CLAMP, LOG_RATIO_CLAMP)
+    log_ratio = _log_ratio(log_probs, old_log_probs)
     tau = torch.where(advantages > 0, torch.full_like(advantages, params.tau_pos), torch.full_like(advantages, params.tau_neg))
     gate = torch.sigmoid(tau * (torch.exp(log_ratio) - 1.0)) * 4.0 / tau
     return PolicyLossOutput(loss=-advantages * gate, clipped=torch.zeros_like(log_probs), ppo_kl=-log_ratio)
