@@ -39,23 +39,36 @@ Estimator = Callable[[AdvantageInputs, AdvantageParams], AdvantageOutput]
 ADV_ESTIMATORS: Registry[Estimator] = Registry("advantage estimator", "algorithm.adv_estimator")
 
 
+def group_sum(values: Tensor, uid: Tensor) -> Tensor:
+    """Per-sample sum of `values` over the sample's uid group; values, uid: [B] -> [B]."""
+    _, group = torch.unique(uid.to(values.device), return_inverse=True)  # [B] in 0..G-1
+    sums = torch.zeros(int(group.max()) + 1, dtype=values.dtype, device=values.device).index_add(0, group, values)
+    return sums[group]
+
+
 def group_mean_std(values: Tensor, uid: Tensor) -> tuple[Tensor, Tensor]:
     """Per-sample mean and unbiased std of its uid group; values, uid: [B] -> ([B], [B]).
 
     A group of one sample gets mean 0 and std 1 (verl's convention), so its advantage is its score.
     """
-    _, group = torch.unique(uid.to(values.device), return_inverse=True)  # [B] in 0..G-1
-    num_groups = int(group.max()) + 1
     values = values.double()  # exact sums for the small groups we have; cast back at the end
-    zeros = torch.zeros(num_groups, dtype=values.dtype, device=values.device)
-    count = zeros.index_add(0, group, torch.ones_like(values))
-    mean = zeros.index_add(0, group, values) / count
-    sq_dev = (values - mean[group]) ** 2
-    var = zeros.index_add(0, group, sq_dev) / (count - 1).clamp(min=1)
-    single = count[group] == 1
-    mean_b = torch.where(single, torch.zeros_like(values), mean[group])
-    std_b = torch.where(single, torch.ones_like(values), var[group].sqrt())
+    count = group_sum(torch.ones_like(values), uid)
+    mean = group_sum(values, uid) / count
+    var = group_sum((values - mean) ** 2, uid) / (count - 1).clamp(min=1)
+    single = count == 1
+    mean_b = torch.where(single, torch.zeros_like(values), mean)
+    std_b = torch.where(single, torch.ones_like(values), var.sqrt())
     return mean_b.float(), std_b.float()
+
+
+def _scores(inputs: AdvantageInputs) -> Tensor:
+    return (inputs.token_level_rewards * inputs.response_mask).sum(-1)  # [B]
+
+
+def _outcome(inputs: AdvantageInputs, adv: Tensor) -> AdvantageOutput:
+    """Broadcast a per-response advantage [B] to its tokens; returns = advantages (outcome estimators)."""
+    token_adv = adv[:, None] * inputs.response_mask
+    return AdvantageOutput(advantages=token_adv, returns=token_adv)
 
 
 @ADV_ESTIMATORS.register(
@@ -65,29 +78,12 @@ def group_mean_std(values: Tensor, uid: Tensor) -> tuple[Tensor, Tensor]:
     needs_groups=True,
 )
 def grpo(inputs: AdvantageInputs, params: AdvantageParams) -> AdvantageOutput:
-    mask = inputs.response_mask
-    scores = (inputs.token_level_rewards * mask).sum(-1)  # [B]
+    scores = _scores(inputs)
     mean, std = group_mean_std(scores, inputs.uid)
     adv = scores - mean
     if params.norm_adv_by_std_in_grpo:
         adv = adv / (std + params.epsilon)
-    token_adv = adv[:, None] * mask  # [B, T]: every token of a response shares its advantage
-    return AdvantageOutput(advantages=token_adv, returns=token_adv)
-
-
-def _outcome(inputs: AdvantageInputs, adv: Tensor) -> AdvantageOutput:
-    """Broadcast a per-response advantage [B] to its tokens; returns = advantages (outcome estimators)."""
-    token_adv = adv[:, None] * inputs.response_mask
-    return AdvantageOutput(advantages=token_adv, returns=token_adv)
-
-
-def _scores(inputs: AdvantageInputs) -> Tensor:
-    return (inputs.token_level_rewards * inputs.response_mask).sum(-1)  # [B]
-
-
-def _group_index(uid: Tensor) -> tuple[Tensor, int]:
-    _, group = torch.unique(uid, return_inverse=True)
-    return group, int(group.max()) + 1
+    return _outcome(inputs, adv)  # every token of a response shares its advantage
 
 
 def masked_whiten(values: Tensor, mask: Tensor, eps: float = 1e-8) -> Tensor:
@@ -104,8 +100,7 @@ def masked_whiten(values: Tensor, mask: Tensor, eps: float = 1e-8) -> Tensor:
             "(Kool et al. 2019; Ahmadian et al. 2024); a group of one keeps its score", needs_groups=True)
 def rloo(inputs: AdvantageInputs, params: AdvantageParams) -> AdvantageOutput:
     scores = _scores(inputs)
-    group, g = _group_index(inputs.uid)
-    count = torch.zeros(g, dtype=scores.dtype, device=scores.device).index_add(0, group, torch.ones_like(scores))[group]
+    count = group_sum(torch.ones_like(scores), inputs.uid)
     mean, _ = group_mean_std(scores, inputs.uid)
     adv = torch.where(count > 1, (scores - mean) * count / (count - 1).clamp(min=1), scores)
     return _outcome(inputs, adv)
@@ -140,10 +135,8 @@ def reinforce_plus_plus_baseline(inputs: AdvantageInputs, params: AdvantageParam
 def opo(inputs: AdvantageInputs, params: AdvantageParams) -> AdvantageOutput:
     scores = _scores(inputs)
     lengths = inputs.response_mask.sum(-1).to(scores.dtype)
-    group, g = _group_index(inputs.uid)
-    zeros = torch.zeros(g, dtype=scores.dtype, device=scores.device)
-    count = zeros.index_add(0, group, torch.ones_like(scores))[group]
-    baseline = (zeros.index_add(0, group, lengths * scores) / zeros.index_add(0, group, lengths).clamp(min=1))[group]
+    count = group_sum(torch.ones_like(scores), inputs.uid)
+    baseline = group_sum(lengths * scores, inputs.uid) / group_sum(lengths, inputs.uid).clamp(min=1)
     return _outcome(inputs, torch.where(count > 1, scores - baseline, scores))
 
 
