@@ -100,3 +100,41 @@ def split(batch: B, size: int) -> list[B]:
     """Consecutive chunks of `size` rows (the last may be shorter)."""
     n = num_rows(batch)
     return [select(batch, torch.arange(i, min(i + size, n))) for i in range(0, n, size)]
+
+
+def concat(batches: list[B]) -> B:
+    """Rows of several batches of one type, in order; tensors must agree beyond the row dimension."""
+    first = batches[0]
+    values = {}
+    for f in dataclasses.fields(first):  # type: ignore[arg-type]
+        parts = [getattr(b, f.name) for b in batches]
+        if isinstance(parts[0], Tensor):
+            values[f.name] = torch.cat(parts)
+        elif isinstance(parts[0], list):
+            values[f.name] = [x for p in parts for x in p]
+        elif dataclasses.is_dataclass(parts[0]):
+            values[f.name] = concat(parts)
+        else:
+            values[f.name] = parts[0]
+    return type(first)(**values)
+
+
+def _pad_to(t: Tensor, width: int, value: float, left: bool) -> Tensor:
+    fill = t.new_full((t.shape[0], width - t.shape[1]), value)
+    return torch.cat([fill, t] if left else [t, fill], dim=1)
+
+
+def concat_rollouts(rollouts: list[Rollout], pad_id: int) -> Rollout:
+    """Rollouts of several generation rounds as one: prompts re-left-padded, responses
+    re-right-padded to the widest, and uids shifted so groups of different rounds stay apart."""
+    P = max(r.prompts.input_ids.shape[1] for r in rollouts)
+    T = max(r.response_ids.shape[1] for r in rollouts)
+    padded, offset = [], 0
+    for r in rollouts:
+        prompts = dataclasses.replace(r.prompts, input_ids=_pad_to(r.prompts.input_ids, P, pad_id, left=True),
+                                      attention_mask=_pad_to(r.prompts.attention_mask, P, 0, left=True))
+        padded.append(Rollout(prompts, _pad_to(r.response_ids, T, pad_id, left=False),
+                              _pad_to(r.response_mask, T, 0, left=False), _pad_to(r.rollout_log_probs, T, 0.0, left=False),
+                              r.uid + offset))
+        offset += int(r.uid.max()) + 1 if len(r.uid) else 0
+    return concat(padded)

@@ -68,9 +68,7 @@ def cmd_train(args) -> None:
     print(plan.describe())
     run = build_run(cfg, plan)
     print(f"{len(run.train_data)} training prompts, {run.total_steps} steps; run folder {run.run_dir}")
-    rollout = cfg.actor_rollout_ref.rollout
-    trainer = RLTrainer(run, cfg.algorithm.adv_estimator, rollout.n, rollout.val_kwargs.n, cfg.trainer.test_freq,
-                        cfg.trainer.val_before_train, cfg.data.max_response_length)
+    trainer = RLTrainer(run)
     print(trainer.fit().line())
 
 

@@ -37,10 +37,11 @@ class Registry(Generic[F]):
 
         return add
 
-    def entry(self, name: str) -> Entry[F]:
+    def entry(self, name: str, key: str | None = None) -> Entry[F]:
+        """The entry called `name`; an unknown name is an error naming `key` (default: config_key)."""
         if name not in self._entries:
             raise ConfigError(
-                f"{self.config_key}={name!r} is not a known {self.kind}; "
+                f"{key or self.config_key}={name!r} is not a known {self.kind}; "
                 f"valid values: {', '.join(sorted(self._entries))}"
             )
         return self._entries[name]

@@ -7,7 +7,7 @@ so the trainer calls `ADV_ESTIMATORS.get(name)(inputs, params)` whatever the nam
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Optional
 
 import torch
 from torch import Tensor
@@ -20,13 +20,16 @@ class AdvantageInputs:
     token_level_rewards: Tensor  # [B, T] reward per response token (outcome scores sit on the last token)
     response_mask: Tensor  # [B, T] 1 on generated tokens, 0 on padding
     uid: Tensor  # [B] long; the n responses sampled for one prompt share a uid
+    values: Optional[Tensor] = None  # [B, T] critic's V(s_t) on response tokens, 0 on padding (gae only)
+    baselines: Optional[Tensor] = None  # [B] score of the greedy response to the same prompt (remax only)
 
 
 @dataclass(frozen=True)
 class AdvantageParams:
     norm_adv_by_std_in_grpo: bool = True  # False: Dr.GRPO (Liu et al. 2025) drops the std division
     epsilon: float = 1e-6  # keeps the division finite for zero-variance groups
-    gamma: float = 1.0  # discount of token rewards (reinforce_plus_plus)
+    gamma: float = 1.0  # discount of token rewards (gae, reinforce_plus_plus)
+    lam: float = 1.0  # GAE's lambda
 
 
 @dataclass
@@ -106,17 +109,56 @@ def rloo(inputs: AdvantageInputs, params: AdvantageParams) -> AdvantageOutput:
     return _outcome(inputs, adv)
 
 
+def discounted_returns(rewards: Tensor, mask: Tensor, gamma: float) -> Tensor:
+    """Return-to-go G_t = r_t + gamma G_{t+1} within each response, 0 on padding; [B, T] -> [B, T]."""
+    returns = torch.zeros_like(rewards)
+    running = torch.zeros_like(returns[:, 0])
+    for t in reversed(range(returns.shape[1])):  # T is the response length: a short Python loop
+        running = (rewards[:, t] + gamma * running) * mask[:, t]
+        returns[:, t] = running
+    return returns
+
+
 @ADV_ESTIMATORS.register(
     "reinforce_plus_plus", "discounted return-to-go G_t = r_t + gamma G_{t+1}, whitened over the batch's tokens "
                            "(Hu 2025, REINFORCE++); no critic, no groups")
 def reinforce_plus_plus(inputs: AdvantageInputs, params: AdvantageParams) -> AdvantageOutput:
     mask = inputs.response_mask.to(inputs.token_level_rewards.dtype)
-    returns = torch.zeros_like(inputs.token_level_rewards)
-    running = torch.zeros_like(returns[:, 0])
-    for t in reversed(range(returns.shape[1])):  # T is the response length: a short Python loop
-        running = (inputs.token_level_rewards[:, t] + params.gamma * running) * mask[:, t]
-        returns[:, t] = running
+    returns = discounted_returns(inputs.token_level_rewards, mask, params.gamma)
     return AdvantageOutput(advantages=masked_whiten(returns, mask), returns=returns)
+
+
+@ADV_ESTIMATORS.register(
+    "gae", "generalized advantage estimation with the critic's values (Schulman et al. 2016): "
+           "delta_t = r_t + gamma V_{t+1} - V_t, A_t = delta_t + gamma lam A_{t+1}, returns = A + V, "
+           "A whitened over the batch", needs_critic=True)
+def gae(inputs: AdvantageInputs, params: AdvantageParams) -> AdvantageOutput:
+    if inputs.values is None:
+        raise ValueError("gae needs the critic's values (AdvantageInputs.values)")
+    mask = inputs.response_mask.to(inputs.token_level_rewards.dtype)
+    values = inputs.values * mask  # V = 0 past the end: the episode is over
+    adv = torch.zeros_like(values)
+    running = torch.zeros_like(values[:, 0])
+    T = values.shape[1]
+    for t in reversed(range(T)):
+        next_value = values[:, t + 1] if t + 1 < T else torch.zeros_like(running)
+        delta = inputs.token_level_rewards[:, t] + params.gamma * next_value - values[:, t]
+        running = (delta + params.gamma * params.lam * running) * mask[:, t]
+        adv[:, t] = running
+    returns = (adv + values) * mask  # the critic's regression target (before whitening)
+    return AdvantageOutput(advantages=masked_whiten(adv, mask), returns=returns)
+
+
+@ADV_ESTIMATORS.register(
+    "remax", "G_t - b with b the score of the greedy response to the same prompt (Li et al. 2023, ReMax); "
+             "the trainer runs the extra greedy rollout", needs_greedy_baseline=True)
+def remax(inputs: AdvantageInputs, params: AdvantageParams) -> AdvantageOutput:
+    if inputs.baselines is None:
+        raise ValueError("remax needs the greedy responses' scores (AdvantageInputs.baselines)")
+    mask = inputs.response_mask.to(inputs.token_level_rewards.dtype)
+    returns = discounted_returns(inputs.token_level_rewards, mask, 1.0)  # undiscounted, as in the paper
+    adv = (returns - inputs.baselines[:, None]) * mask
+    return AdvantageOutput(advantages=adv, returns=returns)
 
 
 @ADV_ESTIMATORS.register(

@@ -55,27 +55,30 @@ def make_batch_plan(
     ppo_micro_batch_size_per_gpu: int,
     ppo_epochs: int = 1,
     world_size: int = 1,
+    role: str = "actor_rollout_ref.actor",
 ) -> BatchPlan:
-    """Normalize verl batch sizes (see module doc); raise ConfigError on any inconsistency."""
+    """Normalize verl batch sizes (see module doc); raise ConfigError on any inconsistency.
+
+    `role` is the config section whose ppo_* keys are checked (the actor's, or `critic`)."""
     for key, value in [
         ("data.train_batch_size", train_batch_size),
         ("actor_rollout_ref.rollout.n", n),
-        ("actor_rollout_ref.actor.ppo_mini_batch_size", ppo_mini_batch_size),
-        ("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu", ppo_micro_batch_size_per_gpu),
-        ("actor_rollout_ref.actor.ppo_epochs", ppo_epochs),
+        (f"{role}.ppo_mini_batch_size", ppo_mini_batch_size),
+        (f"{role}.ppo_micro_batch_size_per_gpu", ppo_micro_batch_size_per_gpu),
+        (f"{role}.ppo_epochs", ppo_epochs),
         ("trainer.n_gpus_per_node * trainer.nnodes", world_size),
     ]:
         if value < 1:
             raise ConfigError(f"{key}={value} must be at least 1")
     if ppo_mini_batch_size > train_batch_size:
         raise ConfigError(
-            f"actor_rollout_ref.actor.ppo_mini_batch_size={ppo_mini_batch_size} is larger than "
+            f"{role}.ppo_mini_batch_size={ppo_mini_batch_size} is larger than "
             f"data.train_batch_size={train_batch_size} (both count prompts); set it to at most {train_batch_size}, "
             f"e.g. one of {_divisors_near(train_batch_size, ppo_mini_batch_size)}"
         )
     if train_batch_size % ppo_mini_batch_size:
         raise ConfigError(
-            f"actor_rollout_ref.actor.ppo_mini_batch_size={ppo_mini_batch_size} does not divide "
+            f"{role}.ppo_mini_batch_size={ppo_mini_batch_size} does not divide "
             f"data.train_batch_size={train_batch_size}; use one of {_divisors_near(train_batch_size, ppo_mini_batch_size)}"
         )
     mini_responses = ppo_mini_batch_size * n
@@ -83,12 +86,12 @@ def make_batch_plan(
         raise ConfigError(
             f"a mini-batch holds ppo_mini_batch_size * rollout.n = {ppo_mini_batch_size} * {n} = {mini_responses} "
             f"responses, which do not split evenly over {world_size} workers; change "
-            f"actor_rollout_ref.actor.ppo_mini_batch_size or trainer.n_gpus_per_node so that {world_size} divides it"
+            f"{role}.ppo_mini_batch_size or trainer.n_gpus_per_node so that {world_size} divides it"
         )
     per_worker = mini_responses // world_size
     if ppo_micro_batch_size_per_gpu > per_worker or per_worker % ppo_micro_batch_size_per_gpu:
         raise ConfigError(
-            f"actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu={ppo_micro_batch_size_per_gpu} must divide the "
+            f"{role}.ppo_micro_batch_size_per_gpu={ppo_micro_batch_size_per_gpu} must divide the "
             f"{per_worker} responses of a mini-batch on one worker (ppo_mini_batch_size * rollout.n / workers = "
             f"{ppo_mini_batch_size} * {n} / {world_size}); use one of {_divisors_near(per_worker, ppo_micro_batch_size_per_gpu)}"
         )

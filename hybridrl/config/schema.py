@@ -27,6 +27,8 @@ class DataConfig:
     max_prompt_length: int = doc(64, "longest prompt in tokens, after the chat template")
     max_response_length: int = doc(8, "most tokens generated per response")
     train_batch_size: int = doc(32, "prompts per training step (each sampled rollout.n times)")
+    gen_batch_size: Optional[int] = doc(None, "prompts per generation round with algorithm.filter_groups "
+                                              "(null: train_batch_size)")
     truncation: str = doc("error", "what to do with a prompt over max_prompt_length: error | left | right")
     filter_overlong_prompts: bool = doc(False, "drop prompts over max_prompt_length (the count is logged)")
     shuffle: bool = doc(True, "shuffle the training prompts each epoch")
@@ -114,10 +116,77 @@ class ActorRolloutRefConfig:
 
 
 @dataclass
+class CriticModelConfig:
+    path: Optional[str] = doc(None, "causal LM the value model starts from, plus a new scalar head "
+                                    "(null: actor_rollout_ref.model.path)")
+
+
+@dataclass
+class CriticOptimConfig:
+    lr: float = doc(1e-5, "peak learning rate of the critic's AdamW")
+    weight_decay: float = doc(0.01, "critic AdamW weight decay")
+    betas: list[float] = doc([0.9, 0.999], "critic AdamW betas")
+    lr_warmup_steps: int = doc(-1, "critic linear warm-up steps; -1 uses lr_warmup_steps_ratio")
+    lr_warmup_steps_ratio: float = doc(0.0, "critic warm-up steps as a fraction of total training steps")
+    warmup_style: str = doc("constant", "critic schedule after warm-up: constant | cosine")
+    min_lr_ratio: float = doc(0.0, "critic cosine schedule floor as a fraction of lr")
+
+
+@dataclass
+class CriticConfig:
+    """The value model of PPO (algorithm.adv_estimator=gae); unused by critic-free estimators."""
+
+    model: CriticModelConfig = field(default_factory=CriticModelConfig)
+    optim: CriticOptimConfig = field(default_factory=CriticOptimConfig)
+    ppo_mini_batch_size: Optional[int] = doc(None, "prompts per critic optimizer step (null: the actor's)")
+    ppo_micro_batch_size_per_gpu: Optional[int] = doc(None, "responses per critic forward/backward (null: the actor's)")
+    forward_micro_batch_size_per_gpu: int = doc(256, "responses per value forward without gradients")
+    ppo_epochs: Optional[int] = doc(None, "critic passes over each batch (null: the actor's)")
+    shuffle: bool = doc(False, "shuffle responses before splitting into critic mini-batches")
+    cliprange_value: float = doc(0.5, "value clip range: new values stay within old +- cliprange_value")
+    loss_agg_mode: str = doc("token-mean", "value-loss reduction (same modes as the actor's)")
+    grad_clip: float = doc(1.0, "critic max global gradient norm")
+
+
+@dataclass
+class KLControlConfig:
+    type: str = doc("fixed", "KL-in-reward coefficient: fixed | adaptive (Ziegler et al. 2019)")
+    kl_coef: float = doc(0.001, "KL-in-reward coefficient (the starting value when adaptive)")
+    target_kl: float = doc(0.1, "adaptive: the KL per token the coefficient steers towards")
+    horizon: int = doc(10000, "adaptive: responses over which the coefficient may change by +-20%")
+
+
+@dataclass
+class FilterGroupsConfig:
+    enable: bool = doc(False, "DAPO dynamic sampling: drop groups whose responses all score the same, "
+                              "and generate more until data.train_batch_size groups remain")
+    metric: str = doc("acc", "what must vary within a group: acc | score (the scorer's value) | seq_reward "
+                             "(after reward shaping)")
+    max_num_gen_batches: int = doc(10, "give up after this many generation rounds in one step (0: never)")
+
+
+@dataclass
 class AlgorithmConfig:
     adv_estimator: str = doc("grpo", "advantage estimator (see `hybridrl algos`)")
     norm_adv_by_std_in_grpo: bool = doc(True, "divide GRPO advantages by the group std (false: Dr.GRPO)")
-    gamma: float = doc(1.0, "discount of token rewards (reinforce_plus_plus)")
+    gamma: float = doc(1.0, "discount of token rewards (gae, reinforce_plus_plus)")
+    lam: float = doc(1.0, "GAE lambda (gae)")
+    use_kl_in_reward: bool = doc(False, "subtract kl_ctrl.kl_coef * KL(policy || reference) from token rewards")
+    kl_penalty: str = doc("kl", "KL estimator of the in-reward penalty (see `hybridrl algos`)")
+    kl_ctrl: KLControlConfig = field(default_factory=KLControlConfig)
+    filter_groups: FilterGroupsConfig = field(default_factory=FilterGroupsConfig)
+
+
+@dataclass
+class OverlongBufferConfig:
+    enable: bool = doc(False, "DAPO soft overlong punishment of responses near data.max_response_length")
+    len: int = doc(4, "the last `len` tokens before data.max_response_length are the punished buffer")
+    penalty_factor: float = doc(1.0, "penalty at max_response_length; it grows linearly over the buffer")
+
+
+@dataclass
+class RewardModelConfig:
+    overlong_buffer: OverlongBufferConfig = field(default_factory=OverlongBufferConfig)
 
 
 @dataclass
@@ -133,11 +202,14 @@ class TrainerConfig:
     n_gpus_per_node: int = doc(1, "workers per node")
     nnodes: int = doc(1, "nodes")
     seed: int = doc(1, "seed of sampling during rollouts")
+    critic_warmup: int = doc(0, "the first N steps update only the critic (algorithm.adv_estimator=gae)")
 
 
 @dataclass
 class RLConfig:
     data: DataConfig = field(default_factory=DataConfig)
     actor_rollout_ref: ActorRolloutRefConfig = field(default_factory=ActorRolloutRefConfig)
+    critic: CriticConfig = field(default_factory=CriticConfig)
+    reward_model: RewardModelConfig = field(default_factory=RewardModelConfig)
     algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)

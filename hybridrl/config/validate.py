@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from hybridrl.algos.advantages import ADV_ESTIMATORS
 from hybridrl.algos.kl import KL_ESTIMATORS
+from hybridrl.algos.kl_ctrl import KL_CTRL_TYPES
 from hybridrl.algos.policy_losses import POLICY_LOSSES
 from hybridrl.algos.reduce import LOSS_AGG_MODES
 from hybridrl.config.plan import BatchPlan, make_batch_plan
 from hybridrl.config.schema import RLConfig
 from hybridrl.data.dataset import TRUNCATION_MODES
 from hybridrl.errors import ConfigError
+from hybridrl.trainer.collect import FILTER_METRICS
 from hybridrl.trainer.optim import WARMUP_STYLES
 from hybridrl.trainer.tracking import LOGGERS
 
@@ -39,6 +41,22 @@ def validate_rl_config(cfg: RLConfig) -> BatchPlan:
         raise ConfigError(f"algorithm.gamma={alg.gamma} must be in (0, 1]")
     if actor.use_kl_loss:
         KL_ESTIMATORS.entry(actor.kl_loss_type)
+    if not 0.0 <= alg.lam <= 1.0:
+        raise ConfigError(f"algorithm.lam={alg.lam} must be in [0, 1]")
+    _check_kl_in_reward(cfg)
+    _check_dapo(cfg)
+    if estimator.meta.get("needs_critic"):
+        critic_batch_plan(cfg)
+        check_choice("critic.optim.warmup_style", cfg.critic.optim.warmup_style, WARMUP_STYLES)
+        LOSS_AGG_MODES.entry(cfg.critic.loss_agg_mode, "critic.loss_agg_mode")
+        if cfg.critic.cliprange_value <= 0:
+            raise ConfigError(f"critic.cliprange_value={cfg.critic.cliprange_value} must be > 0 (verl uses 0.5)")
+    elif tr.critic_warmup:
+        raise ConfigError(f"trainer.critic_warmup={tr.critic_warmup} needs a critic, but "
+                          f"algorithm.adv_estimator={alg.adv_estimator} uses none; set algorithm.adv_estimator=gae "
+                          "or trainer.critic_warmup=0")
+    if tr.critic_warmup < 0:
+        raise ConfigError(f"trainer.critic_warmup={tr.critic_warmup} must be >= 0")
     if estimator.meta.get("needs_groups") and rollout.n < 2:
         raise ConfigError(
             f"algorithm.adv_estimator={alg.adv_estimator} compares the responses to one prompt, so it needs "
@@ -63,3 +81,61 @@ def validate_rl_config(cfg: RLConfig) -> BatchPlan:
         )
     return make_batch_plan(d.train_batch_size, rollout.n, actor.ppo_mini_batch_size, actor.ppo_micro_batch_size_per_gpu,
                            actor.ppo_epochs, tr.n_gpus_per_node * tr.nnodes)
+
+
+def critic_batch_plan(cfg: RLConfig) -> BatchPlan:
+    """The critic's mini/micro-batches; each `critic.*` size left null follows the actor's."""
+    actor, c = cfg.actor_rollout_ref.actor, cfg.critic
+    pick = lambda own, actors: actors if own is None else own  # noqa: E731
+    return make_batch_plan(cfg.data.train_batch_size, cfg.actor_rollout_ref.rollout.n,
+                           pick(c.ppo_mini_batch_size, actor.ppo_mini_batch_size),
+                           pick(c.ppo_micro_batch_size_per_gpu, actor.ppo_micro_batch_size_per_gpu),
+                           pick(c.ppo_epochs, actor.ppo_epochs), cfg.trainer.n_gpus_per_node * cfg.trainer.nnodes,
+                           role="critic")
+
+
+def _check_kl_in_reward(cfg: RLConfig) -> None:
+    alg = cfg.algorithm
+    if not alg.use_kl_in_reward:
+        return
+    KL_ESTIMATORS.entry(alg.kl_penalty, "algorithm.kl_penalty")
+    check_choice("algorithm.kl_ctrl.type", alg.kl_ctrl.type, KL_CTRL_TYPES)
+    if alg.kl_ctrl.kl_coef < 0:
+        raise ConfigError(f"algorithm.kl_ctrl.kl_coef={alg.kl_ctrl.kl_coef} must be >= 0")
+    if alg.kl_ctrl.type == "adaptive" and (alg.kl_ctrl.target_kl <= 0 or alg.kl_ctrl.horizon < 1):
+        raise ConfigError(f"algorithm.kl_ctrl.type=adaptive needs target_kl > 0 and horizon >= 1 "
+                          f"(got target_kl={alg.kl_ctrl.target_kl}, horizon={alg.kl_ctrl.horizon})")
+
+
+def _check_dapo(cfg: RLConfig) -> None:
+    d, fg, ob = cfg.data, cfg.algorithm.filter_groups, cfg.reward_model.overlong_buffer
+    if fg.enable:
+        check_choice("algorithm.filter_groups.metric", fg.metric, FILTER_METRICS)
+        if cfg.actor_rollout_ref.rollout.n < 2:
+            raise ConfigError("algorithm.filter_groups.enable=true drops groups whose responses all score the same, "
+                              "so it needs actor_rollout_ref.rollout.n >= 2")
+        if fg.max_num_gen_batches < 0:
+            raise ConfigError(f"algorithm.filter_groups.max_num_gen_batches={fg.max_num_gen_batches} must be >= 0 "
+                              "(0: no limit)")
+    if d.gen_batch_size is not None:
+        if not fg.enable:
+            raise ConfigError("data.gen_batch_size only applies to dynamic sampling; set "
+                              "algorithm.filter_groups.enable=true or data.gen_batch_size=null")
+        if d.gen_batch_size < 1:
+            raise ConfigError(f"data.gen_batch_size={d.gen_batch_size} must be at least 1")
+    if ob.enable:
+        if not 1 <= ob.len < d.max_response_length:
+            raise ConfigError(f"reward_model.overlong_buffer.len={ob.len} must be in [1, data.max_response_length) = "
+                              f"[1, {d.max_response_length})")
+        if ob.penalty_factor < 0:
+            raise ConfigError(f"reward_model.overlong_buffer.penalty_factor={ob.penalty_factor} must be >= 0")
+
+
+def config_warnings(cfg: RLConfig) -> list[str]:
+    """Legal but probably unintended settings, logged at start-up."""
+    out = []
+    if cfg.algorithm.use_kl_in_reward and cfg.actor_rollout_ref.actor.use_kl_loss:
+        out.append("algorithm.use_kl_in_reward=true and actor_rollout_ref.actor.use_kl_loss=true both penalize "
+                   "KL to the reference, so it is counted twice; usually one is meant (PPO-RLHF: in the reward; "
+                   "GRPO: in the loss)")
+    return out

@@ -40,3 +40,25 @@ def response_log_probs(model, seqs: Sequences, temperature: float = 1.0,
 def batched_log_probs(model, seqs: Sequences, temperature: float, micro_batch_size: int) -> Tensor:
     """response_log_probs over micro-batches, without gradients; [N, T]."""
     return torch.cat([response_log_probs(model, part, temperature)[0] for part in split(seqs, micro_batch_size)])
+
+
+def response_values(model, seqs: Sequences) -> Tensor:
+    """V(s_t) of the state before each response token, from a scalar-head model; [N, T], 0 on padding.
+
+    Same shift as the log-probs: the value read at position i is that of the prefix up to i,
+    i.e. the state in which token i+1 is chosen.
+    """
+    T = seqs.response_mask.shape[1]
+    out = model(
+        input_ids=seqs.input_ids,
+        attention_mask=seqs.attention_mask,
+        position_ids=position_ids_of(seqs.attention_mask),
+        use_cache=False,
+    ).logits[:, -T - 1:-1, 0]  # [N, T]
+    return out.float() * seqs.response_mask
+
+
+@torch.no_grad()
+def batched_values(model, seqs: Sequences, micro_batch_size: int) -> Tensor:
+    """response_values over micro-batches, without gradients; [N, T]."""
+    return torch.cat([response_values(model, part) for part in split(seqs, micro_batch_size)])

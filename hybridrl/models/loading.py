@@ -43,6 +43,29 @@ def load_causal_lm(path: str, device: str = "cpu", dtype: torch.dtype = torch.fl
     return model.to(device)
 
 
+def load_value_model(path: str, key: str, device: str = "cpu", dtype: torch.dtype = torch.float32):
+    """A causal LM's backbone with a new scalar head (HF's *ForTokenClassification, num_labels=1).
+
+    The head is freshly initialized (transformers reports it as newly initialized weights);
+    dropout is off because values regress onto returns and dropout noise would bias them.
+    """
+    from transformers import AutoConfig, AutoModelForTokenClassification
+    from transformers.utils import logging as hf_logging
+
+    folder = resolve_model_path(path, key)
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()  # the "newly initialized: score.weight" notice is expected here
+    try:
+        config = AutoConfig.from_pretrained(folder, num_labels=1)
+        config.classifier_dropout = 0.0
+        model = AutoModelForTokenClassification.from_pretrained(folder, config=config, dtype=dtype)
+    except ValueError as e:  # an architecture without a token-classification class
+        raise ConfigError(f"{key}={path!r}: cannot build a value model from it ({e})") from e
+    finally:
+        hf_logging.set_verbosity(verbosity)
+    return model.to(device)
+
+
 def eos_token_ids(model, tokenizer) -> list[int]:
     """Tokens that end a response: the generation config's EOS ids plus the tokenizer's."""
     ids = model.generation_config.eos_token_id if model.generation_config is not None else None

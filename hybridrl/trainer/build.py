@@ -6,28 +6,55 @@ import os
 from dataclasses import dataclass
 from typing import Optional
 
+import torch
 from omegaconf import OmegaConf
 
-from hybridrl.algos.advantages import AdvantageParams
+from hybridrl.algos.advantages import ADV_ESTIMATORS, AdvantageParams
+from hybridrl.algos.kl_ctrl import KLController
 from hybridrl.algos.policy_losses import PolicyLossParams
 from hybridrl.config.plan import BatchPlan, total_training_steps
 from hybridrl.config.schema import RLConfig
+from hybridrl.config.validate import config_warnings, critic_batch_plan
 from hybridrl.data.dataset import RLDataset
 from hybridrl.data.sampler import PromptSampler
-from hybridrl.models.loading import check_context_length, eos_token_ids, load_causal_lm, load_tokenizer
-from hybridrl.rewards.manager import RewardManager
+from hybridrl.models.loading import (
+    check_context_length,
+    eos_token_ids,
+    load_causal_lm,
+    load_tokenizer,
+    load_value_model,
+)
+from hybridrl.rewards.manager import OverlongBuffer, RewardManager
 from hybridrl.rollout.base import SamplingParams
 from hybridrl.rollout.hf import HFRolloutEngine
+from hybridrl.trainer.collect import GroupFilter
 from hybridrl.trainer.optim import build_optimizer, warmup_steps_of
 from hybridrl.trainer.tracking import Tracker
+from hybridrl.workers.critic import Critic, CriticSettings
 from hybridrl.workers.policy import Policy, UpdateSettings
 from hybridrl.workers.reference import Reference
+
+
+@dataclass(frozen=True)
+class LoopSettings:
+    """The driver loop's scalar settings."""
+
+    adv_estimator: str
+    n: int  # responses per prompt
+    val_n: int  # samples per validation prompt
+    test_freq: int
+    val_before_train: bool
+    max_response_length: int
+    critic_warmup: int  # the first N steps update only the critic
+    kl_penalty: str  # KL estimator of the in-reward penalty
+    group_filter: Optional[GroupFilter]  # DAPO dynamic sampling, None when off
 
 
 @dataclass
 class RLRun:
     """Everything the driver loop touches."""
 
+    loop: LoopSettings
     plan: BatchPlan
     total_steps: int
     pad_id: int
@@ -35,7 +62,9 @@ class RLRun:
     val_data: Optional[RLDataset]
     sampler: PromptSampler
     policy: Policy
-    reference: Optional[Reference]
+    reference: Optional[Reference]  # only when a KL term needs it
+    critic: Optional[Critic]  # only for estimators that need values (gae)
+    kl_ctrl: Optional[KLController]  # only with algorithm.use_kl_in_reward
     reward: RewardManager
     tracker: Tracker
     sampling: SamplingParams
@@ -44,28 +73,18 @@ class RLRun:
     run_dir: str
 
 
-def build_run(cfg: RLConfig, plan: BatchPlan, log=print) -> RLRun:
-    d, arr, tr = cfg.data, cfg.actor_rollout_ref, cfg.trainer
+def _optimizer(params, opt, total: int):
+    warmup = warmup_steps_of(opt.lr_warmup_steps, opt.lr_warmup_steps_ratio, total)
+    return build_optimizer(params, opt.lr, opt.weight_decay, opt.betas, warmup, total, opt.warmup_style, opt.min_lr_ratio)
+
+
+def _policy(cfg: RLConfig, plan: BatchPlan, tokenizer, total: int) -> Policy:
+    d, arr = cfg.data, cfg.actor_rollout_ref
     actor, rollout = arr.actor, arr.rollout
-    tokenizer = load_tokenizer(arr.model.path)
-
-    def dataset(files: list[str], key: str) -> RLDataset:
-        data = RLDataset(files, tokenizer, d.prompt_key, d.max_prompt_length, d.truncation, d.filter_overlong_prompts, key)
-        if data.num_filtered:
-            log(f"{key}: dropped {data.num_filtered} prompts over data.max_prompt_length={d.max_prompt_length}")
-        return data
-
-    train_data = dataset(d.train_files, "data.train_files")
-    val_data = dataset(d.val_files, "data.val_files") if d.val_files else None
-    total = total_training_steps(len(train_data), d.train_batch_size, tr.total_epochs, tr.total_training_steps)
-
     module = load_causal_lm(arr.model.path)
     check_context_length(module, d.max_prompt_length, d.max_response_length)
-    opt = actor.optim
-    optimizer, scheduler = build_optimizer(
-        module.parameters(), opt.lr, opt.weight_decay, opt.betas,
-        warmup_steps_of(opt.lr_warmup_steps, opt.lr_warmup_steps_ratio, total), total, opt.warmup_style, opt.min_lr_ratio)
-    engine = HFRolloutEngine(module, eos_token_ids(module, tokenizer), tokenizer.pad_token_id, seed=tr.seed)
+    optimizer, scheduler = _optimizer(module.parameters(), actor.optim, total)
+    engine = HFRolloutEngine(module, eos_token_ids(module, tokenizer), tokenizer.pad_token_id, seed=cfg.trainer.seed)
     settings = UpdateSettings(
         mini_batch_size=plan.mini_batch_responses_per_worker, micro_batch_size=plan.micro_batch_responses_per_worker,
         ppo_epochs=actor.ppo_epochs, shuffle=actor.shuffle, loss_mode=actor.policy_loss.loss_mode,
@@ -77,23 +96,66 @@ def build_run(cfg: RLConfig, plan: BatchPlan, log=print) -> RLRun:
         entropy_coeff=actor.entropy_coeff, use_kl_loss=actor.use_kl_loss,
         kl_loss_coef=actor.kl_loss_coef, kl_loss_type=actor.kl_loss_type, grad_clip=actor.grad_clip,
         temperature=rollout.temperature, log_prob_micro_batch_size=rollout.log_prob_micro_batch_size_per_gpu)
-    policy = Policy(module, optimizer, scheduler, engine, settings, seed=tr.seed)
+    return Policy(module, optimizer, scheduler, engine, settings, seed=cfg.trainer.seed)
+
+
+def _critic(cfg: RLConfig, total: int) -> Critic:
+    c = cfg.critic
+    plan = critic_batch_plan(cfg)
+    with torch.random.fork_rng():  # the new value head's init depends on the seed only
+        torch.manual_seed(cfg.trainer.seed)
+        module = load_value_model(c.model.path or cfg.actor_rollout_ref.model.path, "critic.model.path")
+    optimizer, scheduler = _optimizer(module.parameters(), c.optim, total)
+    settings = CriticSettings(
+        mini_batch_size=plan.mini_batch_responses_per_worker, micro_batch_size=plan.micro_batch_responses_per_worker,
+        forward_micro_batch_size=c.forward_micro_batch_size_per_gpu, ppo_epochs=plan.ppo_epochs, shuffle=c.shuffle,
+        cliprange_value=c.cliprange_value, loss_agg_mode=c.loss_agg_mode, grad_clip=c.grad_clip)
+    return Critic(module, optimizer, scheduler, settings, seed=cfg.trainer.seed)
+
+
+def build_run(cfg: RLConfig, plan: BatchPlan, log=print) -> RLRun:
+    d, arr, alg, tr = cfg.data, cfg.actor_rollout_ref, cfg.algorithm, cfg.trainer
+    rollout = arr.rollout
+    for warning in config_warnings(cfg):
+        log(f"WARNING: {warning}")
+    tokenizer = load_tokenizer(arr.model.path)
+
+    def dataset(files: list[str], key: str) -> RLDataset:
+        data = RLDataset(files, tokenizer, d.prompt_key, d.max_prompt_length, d.truncation, d.filter_overlong_prompts, key)
+        if data.num_filtered:
+            log(f"{key}: dropped {data.num_filtered} prompts over data.max_prompt_length={d.max_prompt_length}")
+        return data
+
+    train_data = dataset(d.train_files, "data.train_files")
+    val_data = dataset(d.val_files, "data.val_files") if d.val_files else None
+    prompts_per_round = d.gen_batch_size or d.train_batch_size  # dynamic sampling generates in rounds
+    total = total_training_steps(len(train_data), prompts_per_round, tr.total_epochs, tr.total_training_steps)
+    needs_critic = ADV_ESTIMATORS.entry(alg.adv_estimator).meta.get("needs_critic", False)
     # The reference exists only when a KL term needs it: a frozen copy of the initial weights.
     reference = (Reference(load_causal_lm(arr.model.path), rollout.temperature, arr.ref.log_prob_micro_batch_size_per_gpu)
-                 if actor.use_kl_loss else None)
+                 if arr.actor.use_kl_loss or alg.use_kl_in_reward else None)
+    kc = alg.kl_ctrl
+    ob = cfg.reward_model.overlong_buffer
+    fg = alg.filter_groups
 
     run_dir = tr.default_local_dir
     os.makedirs(run_dir, exist_ok=True)
     OmegaConf.save(OmegaConf.structured(cfg), os.path.join(run_dir, "config.yaml"))
     vk = rollout.val_kwargs
     return RLRun(
+        loop=LoopSettings(alg.adv_estimator, rollout.n, vk.n, tr.test_freq, tr.val_before_train, d.max_response_length,
+                          tr.critic_warmup, alg.kl_penalty,
+                          GroupFilter(fg.metric, fg.max_num_gen_batches) if fg.enable else None),
         plan=plan, total_steps=total, pad_id=tokenizer.pad_token_id, train_data=train_data, val_data=val_data,
-        sampler=PromptSampler(len(train_data), d.train_batch_size, d.seed, d.shuffle),
-        policy=policy, reference=reference, reward=RewardManager(tokenizer),
+        sampler=PromptSampler(len(train_data), prompts_per_round, d.seed, d.shuffle),
+        policy=_policy(cfg, plan, tokenizer, total), reference=reference,
+        critic=_critic(cfg, total) if needs_critic else None,
+        kl_ctrl=KLController(kc.kl_coef, kc.type, kc.target_kl, kc.horizon) if alg.use_kl_in_reward else None,
+        reward=RewardManager(tokenizer, OverlongBuffer(d.max_response_length, ob.len, ob.penalty_factor)
+                             if ob.enable else None),
         tracker=Tracker(tr.logger, run_dir),
         sampling=SamplingParams(d.max_response_length, rollout.temperature, rollout.top_p, rollout.top_k, rollout.do_sample),
         val_sampling=SamplingParams(d.max_response_length, vk.temperature, vk.top_p, vk.top_k, vk.do_sample),
-        adv_params=AdvantageParams(norm_adv_by_std_in_grpo=cfg.algorithm.norm_adv_by_std_in_grpo,
-                                   gamma=cfg.algorithm.gamma),
+        adv_params=AdvantageParams(norm_adv_by_std_in_grpo=alg.norm_adv_by_std_in_grpo, gamma=alg.gamma, lam=alg.lam),
         run_dir=run_dir,
     )

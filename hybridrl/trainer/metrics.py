@@ -4,19 +4,26 @@ from __future__ import annotations
 
 import time
 from contextlib import contextmanager
-from typing import Iterator
+from typing import Iterator, Optional
 
 from torch import Tensor
 
+from hybridrl.algos.advantages import AdvantageOutput
+from hybridrl.algos.value_loss import explained_variance
 from hybridrl.batch import Rollout
+from hybridrl.rewards.manager import RewardOutput
 
 
 @contextmanager
 def timed(metrics: dict[str, float], name: str) -> Iterator[None]:
-    """Record wall seconds as `timing_s/<name>` (and CPU seconds of this process for the step)."""
+    """Add the wall seconds to `timing_s/<name>` (and CPU seconds of this process for the step).
+
+    Adding, not overwriting: a stage that runs several times in a step (dynamic sampling's
+    generation rounds) reports its total."""
     wall, cpu = time.perf_counter(), time.process_time()
     yield
-    metrics[f"timing_s/{name}"] = time.perf_counter() - wall
+    key = f"timing_s/{name}"
+    metrics[key] = metrics.get(key, 0.0) + time.perf_counter() - wall
     if name == "step":  # CPU-seconds are steadier than wall time on shared cores
         metrics["perf/cpu_time_s"] = time.process_time() - cpu
 
@@ -27,20 +34,28 @@ def _stats(prefix: str, values: Tensor) -> dict[str, float]:
             f"{prefix}/min": values.min().item()}
 
 
-def data_metrics(rollout: Rollout, scores: Tensor, advantages: Tensor, returns: Tensor,
-                 max_response_length: int) -> dict[str, float]:
-    """scores [N]; advantages, returns [N, T]."""
+def data_metrics(rollout: Rollout, reward: RewardOutput, token_rewards: Tensor, adv: AdvantageOutput,
+                 values: Optional[Tensor], max_response_length: int) -> dict[str, float]:
+    """token_rewards [N, T] (after any KL penalty); values [N, T] or None without a critic."""
     mask = rollout.response_mask.bool()
     lengths = rollout.response_mask.sum(-1)
-    return {
-        **_stats("critic/score", scores),
-        **_stats("critic/rewards", scores),  # no KL-in-reward yet: rewards equal scores
-        **_stats("critic/advantages", advantages[mask]),
-        **_stats("critic/returns", returns[mask]),
+    out = {
+        **_stats("critic/score", reward.rewards),  # verl: the sequence score after reward shaping
+        **_stats("critic/rewards", (token_rewards * rollout.response_mask).sum(-1)),  # ... and after KL-in-reward
+        **_stats("critic/advantages", adv.advantages[mask]),
+        **_stats("critic/returns", adv.returns[mask]),
         **_stats("response_length", lengths),
         "response_length/clip_ratio": (lengths >= max_response_length).float().mean().item(),
         **_stats("prompt_length", rollout.prompts.attention_mask.sum(-1)),
+        "reward/accuracy": reward.scores.mean().item(),  # the scorers' values before shaping
     }
+    if bool((reward.overlong_penalty != 0).any()):
+        out["reward/overlong_penalty/mean"] = reward.overlong_penalty.mean().item()
+        out["reward/overlong_penalty/frac"] = (reward.overlong_penalty != 0).float().mean().item()
+    if values is not None:
+        out.update(_stats("critic/values", values[mask]))
+        out["critic/vf_explained_var"] = explained_variance(values, adv.returns, rollout.response_mask)
+    return out
 
 
 def throughput_metrics(rollout: Rollout, step_seconds: float, world_size: int) -> dict[str, float]:

@@ -1,4 +1,5 @@
-"""The RL driver loop: generate -> score -> log-probs -> advantages -> update -> log/validate."""
+"""The RL driver loop: generate -> score -> log-probs/values -> advantages -> critic and actor updates
+-> log/validate."""
 
 from __future__ import annotations
 
@@ -9,10 +10,14 @@ from typing import Optional
 from tqdm import tqdm
 
 from hybridrl.algos.advantages import ADV_ESTIMATORS, AdvantageInputs
+from hybridrl.algos.kl_ctrl import apply_kl_penalty
 from hybridrl.batch import TrainBatch
+from hybridrl.rewards.manager import on_last_token
 from hybridrl.trainer.build import RLRun
+from hybridrl.trainer.collect import collect_rollout, greedy_baseline
 from hybridrl.trainer.metrics import data_metrics, throughput_metrics, timed
 from hybridrl.trainer.validate import mean_val_score, validate
+from hybridrl.workers.critic import CriticBatch
 
 
 @dataclass
@@ -32,23 +37,21 @@ class RunSummary:
 
 
 class RLTrainer:
-    def __init__(self, run: RLRun, adv_estimator: str, n: int, val_n: int, test_freq: int,
-                 val_before_train: bool, max_response_length: int):
+    def __init__(self, run: RLRun):
         self.r = run
-        self.estimator = ADV_ESTIMATORS.get(adv_estimator)
-        self.n, self.val_n, self.test_freq = n, val_n, test_freq
-        self.val_before_train, self.max_response_length = val_before_train, max_response_length
+        self.estimator = ADV_ESTIMATORS.entry(run.loop.adv_estimator)
 
     def fit(self) -> RunSummary:
         wall, cpu = time.perf_counter(), time.process_time()
-        before = self.validate() if self.val_before_train else {}
+        before = self.validate() if self.r.loop.val_before_train else {}
         if before:
             self.r.tracker.log(before, step=0)
         after = before
+        test_freq = self.r.loop.test_freq
         for step in tqdm(range(1, self.r.total_steps + 1), desc="training", unit="step", dynamic_ncols=True):
-            metrics = self.train_step()
+            metrics = self.train_step(step)
             last = step == self.r.total_steps
-            if self.r.val_data is not None and (last or (self.test_freq > 0 and step % self.test_freq == 0)):
+            if self.r.val_data is not None and (last or (test_freq > 0 and step % test_freq == 0)):
                 with timed(metrics, "testing"):
                     after = self.validate()
                 metrics.update(after)
@@ -57,32 +60,44 @@ class RLTrainer:
         return RunSummary(self.r.total_steps, mean_val_score(before), mean_val_score(after),
                           time.perf_counter() - wall, time.process_time() - cpu)
 
-    def train_step(self) -> dict[str, float]:
-        r, m = self.r, {}
+    def train_step(self, step: int) -> dict[str, float]:
+        r, s, m = self.r, self.r.loop, {}
         with timed(m, "step"):
-            prompts = r.train_data.collate(r.sampler.next_batch(), r.pad_id)
-            with timed(m, "gen"):  # sample n responses per prompt, keeping their log-probs
-                rollout = r.policy.generate(prompts, self.n, r.sampling)
-            with timed(m, "reward"):  # decode and score; the score sits on the last token
-                rewards = r.reward.score(rollout)
-            seqs = rollout.sequences()
-            old_lp = ref_lp = None
-            if not r.plan.on_policy:  # several optimizer steps per batch: freeze π_old first
+            # generate n responses per prompt and score them (DAPO: until enough groups are informative)
+            rollout, reward = collect_rollout(r, s.n, r.plan.prompts_per_step, s.group_filter, m)
+            seqs, mask = rollout.sequences(), rollout.response_mask
+            old_lp = ref_lp = values = baselines = None
+            if not r.plan.on_policy or r.kl_ctrl is not None:  # π_old, frozen before any update
                 with timed(m, "old_log_prob"):
                     old_lp = r.policy.log_probs(seqs)
             if r.reference is not None:  # only when a KL term is used
                 with timed(m, "ref"):
                     ref_lp = r.reference.log_probs(seqs)
+            if r.critic is not None:  # gae: V(s_t) of the policy that sampled the batch
+                with timed(m, "values"):
+                    values = r.critic.values(seqs)
+            if self.estimator.meta.get("needs_greedy_baseline"):  # remax: one greedy response per prompt
+                with timed(m, "gen_max"):
+                    baselines = greedy_baseline(r.policy, r.reward, rollout, s.n, r.sampling)
+            token_rewards = on_last_token(reward.rewards, mask)
+            if r.kl_ctrl is not None:  # r_t - beta * KL_t (RLHF's KL-shaped reward)
+                token_rewards, kl = apply_kl_penalty(token_rewards, old_lp, ref_lp, mask, s.kl_penalty, r.kl_ctrl.value)
+                m.update({"actor/reward_kl_penalty": kl, "actor/reward_kl_penalty_coeff": r.kl_ctrl.value})
+                r.kl_ctrl.update(kl, n_steps=len(mask))
             with timed(m, "adv"):  # pure function from the registry
-                adv = self.estimator(AdvantageInputs(rewards.token_level_scores, rollout.response_mask, rollout.uid),
-                                     r.adv_params)
-            with timed(m, "update_actor"):  # mini-batches x micro-batches x epochs, grad clip
-                m.update(r.policy.update(TrainBatch(seqs, adv.advantages, rollout.rollout_log_probs, old_lp, ref_lp)))
-        m.update(data_metrics(rollout, rewards.scores, adv.advantages, adv.returns, self.max_response_length))
+                adv = self.estimator.fn(AdvantageInputs(token_rewards, mask, rollout.uid, values, baselines), r.adv_params)
+            if r.critic is not None:
+                with timed(m, "update_critic"):
+                    m.update(r.critic.update(CriticBatch(seqs, values, adv.returns)))
+            if step > s.critic_warmup:  # mini-batches x micro-batches x epochs, grad clip
+                with timed(m, "update_actor"):
+                    m.update(r.policy.update(TrainBatch(seqs, adv.advantages, rollout.rollout_log_probs, old_lp, ref_lp)))
+        m.update(data_metrics(rollout, reward, token_rewards, adv, values, s.max_response_length))
         m.update(throughput_metrics(rollout, m["timing_s/step"], r.plan.world_size))
         return m
 
     def validate(self) -> dict[str, float]:
         if self.r.val_data is None:
             return {}
-        return validate(self.r.policy.engine, self.r.val_data, self.r.reward, self.r.val_sampling, self.val_n, self.r.pad_id)
+        return validate(self.r.policy.engine, self.r.val_data, self.r.reward, self.r.val_sampling, self.r.loop.val_n,
+                        self.r.pad_id)

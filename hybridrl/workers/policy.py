@@ -11,9 +11,10 @@ from torch import Tensor
 from hybridrl.algos.kl import kl_penalty
 from hybridrl.algos.policy_losses import POLICY_LOSSES, PolicyLossParams
 from hybridrl.algos.reduce import LossScale, reduce_loss
-from hybridrl.batch import PromptBatch, Rollout, Sequences, TrainBatch, select, split
+from hybridrl.batch import PromptBatch, Rollout, Sequences, TrainBatch, split
 from hybridrl.models.forward import batched_log_probs, response_log_probs
 from hybridrl.rollout.base import RolloutEngine, SamplingParams, generate_rollout
+from hybridrl.workers.update_loop import clip_and_step, run_epochs
 
 
 @dataclass(frozen=True)
@@ -52,16 +53,10 @@ class Policy:
         """ppo_epochs passes over the batch in mini-batches; one optimizer step per mini-batch."""
         s = self.settings
         self.module.train()
-        per_step: dict[str, list[float]] = defaultdict(list)
-        for _ in range(s.ppo_epochs):
-            rows = torch.arange(len(batch.advantages))
-            if s.shuffle:
-                rows = torch.randperm(len(rows), generator=self.shuffle_generator)
-            for mini in split(select(batch, rows), s.mini_batch_size):
-                for key, value in self._optimizer_step(mini).items():
-                    per_step[key].append(value)
+        metrics = run_epochs(batch, s.mini_batch_size, s.ppo_epochs, s.shuffle, self.shuffle_generator,
+                             self._optimizer_step)
         self.scheduler.step()
-        return {k: (max(v) if k.endswith("_max") else sum(v) / len(v)) for k, v in per_step.items()}
+        return metrics
 
     def _optimizer_step(self, mini: TrainBatch) -> dict[str, float]:
         # Normalize by the whole mini-batch so accumulated micro-batch gradients equal the
@@ -74,11 +69,7 @@ class Policy:
             loss.backward()
             for key, value in micro_stats.items():
                 stats[key] = max(stats[key], value) if key.endswith("_max") else stats[key] + value
-        params = [p for p in self.module.parameters() if p.requires_grad]
-        grad_norm = torch.nn.utils.clip_grad_norm_(params, self.settings.grad_clip)
-        if torch.isfinite(grad_norm):
-            self.optimizer.step()
-        stats["actor/grad_norm"] = float(grad_norm)
+        stats["actor/grad_norm"] = clip_and_step(self.module.parameters(), self.optimizer, self.settings.grad_clip)
         stats["actor/lr"] = self.optimizer.param_groups[0]["lr"]
         return dict(stats)
 

@@ -32,9 +32,7 @@ def run_training(overrides: list[str]):
     plan = validate_rl_config(cfg)
     run = build_run(cfg, plan, log=lambda *_: None)
     before = {n: p.detach().clone() for n, p in run.policy.module.named_parameters()}
-    rollout = cfg.actor_rollout_ref.rollout
-    summary = RLTrainer(run, cfg.algorithm.adv_estimator, rollout.n, rollout.val_kwargs.n, cfg.trainer.test_freq,
-                        cfg.trainer.val_before_train, cfg.data.max_response_length).fit()
+    summary = RLTrainer(run).fit()
     records = [json.loads(line) for line in open(run.tracker.path)]
     return run, before, summary, records
 

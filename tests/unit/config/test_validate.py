@@ -139,3 +139,50 @@ def test_more_than_one_gpu_rejected():
 def test_size_below_one(key):
     with pytest.raises(ConfigError, match=f"^{re.escape(key)}=0 must be at least 1$"):
         validate(f"{key}=0")
+
+
+def test_critic_batch_sizes_default_to_the_actors_and_errors_name_critic_keys():
+    from hybridrl.config.validate import critic_batch_plan
+
+    cfg = load_config(RLConfig, None, ["algorithm.adv_estimator=gae", "actor_rollout_ref.actor.ppo_mini_batch_size=16",
+                                       "critic.ppo_micro_batch_size_per_gpu=32"])
+    plan = critic_batch_plan(cfg)
+    # mini 16 prompts x 8 = 128 responses (actor's), micro 32 (critic's own) -> 4 micro-batches
+    assert (plan.mini_batch_responses, plan.micro_batch_responses_per_worker, plan.grad_accum_steps) == (128, 32, 4)
+    with pytest.raises(ConfigError, match=r"^critic\.ppo_mini_batch_size=5 does not divide data\.train_batch_size=32"):
+        validate("algorithm.adv_estimator=gae", "critic.ppo_mini_batch_size=5")
+    validate("critic.ppo_mini_batch_size=5")  # no critic without gae: its keys are not checked
+
+
+@pytest.mark.parametrize("overrides,message", [
+    (["trainer.critic_warmup=3"], r"trainer\.critic_warmup=3 needs a critic, but algorithm\.adv_estimator=grpo"),
+    (["algorithm.adv_estimator=gae", "critic.cliprange_value=0"], r"critic\.cliprange_value=0\.0 must be > 0"),
+    (["algorithm.adv_estimator=gae", "critic.loss_agg_mode=mean"], r"critic\.loss_agg_mode='mean' is not a known"),
+    (["algorithm.lam=1.5"], r"algorithm\.lam=1\.5 must be in \[0, 1\]"),
+    (["algorithm.use_kl_in_reward=true", "algorithm.kl_penalty=k4"], r"^algorithm\.kl_penalty='k4' is not a known KL"),
+    (["algorithm.use_kl_in_reward=true", "algorithm.kl_ctrl.type=pid"], r"algorithm\.kl_ctrl\.type='pid'.*fixed, adaptive"),
+    (["algorithm.use_kl_in_reward=true", "algorithm.kl_ctrl.type=adaptive", "algorithm.kl_ctrl.target_kl=0"],
+     r"adaptive needs target_kl > 0"),
+    (["algorithm.filter_groups.enable=true", "algorithm.filter_groups.metric=f1"],
+     r"algorithm\.filter_groups\.metric='f1'.*acc, score, seq_reward"),
+    (["algorithm.filter_groups.enable=true", "algorithm.adv_estimator=remax", "actor_rollout_ref.rollout.n=1"],
+     r"filter_groups\.enable=true .* needs actor_rollout_ref\.rollout\.n >= 2"),
+    (["data.gen_batch_size=64"], r"data\.gen_batch_size only applies to dynamic sampling"),
+    (["reward_model.overlong_buffer.enable=true", "reward_model.overlong_buffer.len=8"],
+     r"overlong_buffer\.len=8 must be in \[1, data\.max_response_length\) = \[1, 8\)"),
+])
+def test_algorithm_settings_errors(overrides, message):
+    with pytest.raises(ConfigError, match=message):
+        validate(*overrides)
+
+
+def test_both_kl_terms_warn_and_each_alone_does_not():
+    from hybridrl.config.validate import config_warnings
+
+    def warnings(*overrides):
+        return config_warnings(load_config(RLConfig, None, list(overrides)))
+
+    assert warnings("algorithm.use_kl_in_reward=true") == []
+    assert warnings("actor_rollout_ref.actor.use_kl_loss=true") == []
+    (w,) = warnings("algorithm.use_kl_in_reward=true", "actor_rollout_ref.actor.use_kl_loss=true")
+    assert "algorithm.use_kl_in_reward=true and actor_rollout_ref.actor.use_kl_loss=true" in w and "twice" in w

@@ -3,7 +3,7 @@ import math
 import pytest
 import torch
 
-from hybridrl.batch import PromptBatch, Rollout
+from hybridrl.batch import PromptBatch
 from hybridrl.models.forward import response_log_probs
 from hybridrl.models.loading import eos_token_ids, load_causal_lm, load_tokenizer
 from hybridrl.rollout.base import SamplingParams, generate_rollout

@@ -2,7 +2,9 @@ import json
 
 import torch
 
+from hybridrl.algos.advantages import AdvantageOutput
 from hybridrl.batch import PromptBatch, Rollout
+from hybridrl.rewards.manager import RewardOutput
 from hybridrl.trainer.metrics import data_metrics, throughput_metrics
 from hybridrl.trainer.tracking import Tracker, format_line
 
@@ -17,13 +19,34 @@ def rollout() -> Rollout:
 def test_data_metrics_by_hand():
     ro = rollout()
     adv = torch.tensor([[1.0, 1.0, 9.0, 9.0], [-1.0, -1.0, -1.0, -1.0]])  # 9s sit on padding
-    m = data_metrics(ro, scores=torch.tensor([1.0, 0.0]), advantages=adv, returns=adv, max_response_length=4)
-    assert m["critic/score/mean"] == 0.5
+    reward = RewardOutput(scores=torch.tensor([1.0, 0.0]), rewards=torch.tensor([1.0, -0.5]),
+                          overlong_penalty=torch.tensor([0.0, -0.5]))
+    token_rewards = torch.tensor([[0.0, 0.9, 0.0, 0.0], [0.0, 0.0, 0.0, -0.7]])  # e.g. after a KL penalty
+    m = data_metrics(ro, reward, token_rewards, AdvantageOutput(adv, adv), None, max_response_length=4)
+    assert m["critic/score/mean"] == 0.25  # shaped: (1 - 0.5) / 2
+    assert m["reward/accuracy"] == 0.5  # the scorers' values
+    assert abs(m["critic/rewards/mean"] - 0.1) < 1e-6  # (0.9 - 0.7) / 2
+    assert m["reward/overlong_penalty/mean"] == -0.25 and m["reward/overlong_penalty/frac"] == 0.5
+    assert "critic/values/mean" not in m
     # valid advantage tokens: 1, 1, -1, -1, -1, -1 -> mean -1/3, max 1 (padding's 9 is ignored)
     assert abs(m["critic/advantages/mean"] + 1 / 3) < 1e-6 and m["critic/advantages/max"] == 1.0
     assert m["response_length/mean"] == 3.0 and m["response_length/max"] == 4.0
     assert m["response_length/clip_ratio"] == 0.5  # one of two responses hit max_response_length
     assert m["prompt_length/mean"] == 2.5
+
+
+def test_critic_metrics_use_valid_tokens_only():
+    ro = rollout()
+    values = torch.tensor([[0.5, 1.0, 7.0, 7.0], [0.0, 0.0, 0.0, 0.0]])  # 7s on padding
+    returns = torch.tensor([[1.0, 1.0, 0.0, 0.0], [0.0, 0.0, 0.0, 2.0]])
+    reward = RewardOutput(torch.tensor([1.0, 0.0]), torch.tensor([1.0, 0.0]), torch.zeros(2))
+    m = data_metrics(ro, reward, torch.zeros(2, 4), AdvantageOutput(returns, returns), values, max_response_length=4)
+    # valid values 0.5, 1, 0, 0, 0, 0 -> mean 0.25, max 1
+    assert m["critic/values/mean"] == 0.25 and m["critic/values/max"] == 1.0
+    # valid returns R = [1, 1, 0, 0, 0, 2], mean 2/3, unbiased var = (1/9+1/9+4/9*3+16/9)/5 = 30/45 = 2/3
+    # R - V = [0.5, 0, 0, 0, 0, 2], mean 5/12; squares sum 4.25 -> var = (4.25 - 6 * (5/12)^2) / 5 = 0.641667
+    # explained variance = 1 - 0.641667 / 0.666667 = 0.0375
+    assert abs(m["critic/vf_explained_var"] - 0.0375) < 1e-6
 
 
 def test_throughput_counts_prompt_and_response_tokens():

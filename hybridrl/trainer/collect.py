@@ -1,0 +1,67 @@
+"""A step's training rollout: sample prompts, generate, score; with DAPO dynamic sampling,
+keep generating until enough groups have responses that differ in reward."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Optional
+
+import torch
+from torch import Tensor
+
+from hybridrl.algos.group_filter import groups_with_spread
+from hybridrl.batch import Rollout, concat, concat_rollouts, select
+from hybridrl.errors import HybridRLError
+from hybridrl.rewards.manager import RewardManager, RewardOutput
+from hybridrl.trainer.metrics import timed
+
+FILTER_METRICS = ("acc", "score", "seq_reward")
+
+
+@dataclass(frozen=True)
+class GroupFilter:
+    metric: str  # FILTER_METRICS: acc/score = the scorer's value, seq_reward = after shaping
+    max_num_gen_batches: int  # 0: no limit
+
+
+def _generate_and_score(run, n: int, metrics: dict[str, float]) -> tuple[Rollout, RewardOutput]:
+    prompts = run.train_data.collate(run.sampler.next_batch(), run.pad_id)
+    with timed(metrics, "gen"):  # sample n responses per prompt, keeping their log-probs
+        rollout = run.policy.generate(prompts, n, run.sampling)
+    with timed(metrics, "reward"):  # decode, score, shape
+        reward = run.reward.score(rollout)
+    return rollout, reward
+
+
+def collect_rollout(run, n: int, num_groups: int, group_filter: Optional[GroupFilter],
+                    metrics: dict[str, float]) -> tuple[Rollout, RewardOutput]:
+    """`num_groups` groups of n responses (rows i*n .. i*n+n-1 share a uid) and their rewards."""
+    if group_filter is None:
+        return _generate_and_score(run, n, metrics)
+    rollouts, rewards, kept, rounds, seen = [], [], 0, 0, 0
+    while kept < num_groups:
+        if group_filter.max_num_gen_batches > 0 and rounds == group_filter.max_num_gen_batches:
+            raise HybridRLError(
+                f"algorithm.filter_groups: after {rounds} generation rounds only {kept} of the "
+                f"data.train_batch_size={num_groups} groups had responses that differ in {group_filter.metric}; "
+                "the prompts are too easy or too hard for the model. Raise algorithm.filter_groups.max_num_gen_batches "
+                "(0: no limit), or set algorithm.filter_groups.enable=false")
+        rollout, reward = _generate_and_score(run, n, metrics)
+        rounds, seen = rounds + 1, seen + len(rollout.uid) // n
+        metric = reward.rewards if group_filter.metric == "seq_reward" else reward.scores
+        rows = groups_with_spread(metric, rollout.uid).nonzero().squeeze(-1)
+        rollouts.append(select(rollout, rows))
+        rewards.append(select(reward, rows))
+        kept += len(rows) // n
+    rows = torch.arange(num_groups * n)  # whole groups are contiguous: the first num_groups of them
+    metrics["train/num_gen_batches"] = float(rounds)
+    metrics["train/kept_group_ratio"] = kept / seen  # informative groups per generated group
+    return select(concat_rollouts(rollouts, run.pad_id), rows), select(concat(rewards), rows)
+
+
+def greedy_baseline(engine_owner, reward: RewardManager, rollout: Rollout, n: int, sampling) -> Tensor:
+    """ReMax's baseline: the reward of one greedy response per prompt, repeated for its n samples; [N]."""
+    firsts = torch.arange(0, len(rollout.uid), n)
+    greedy = engine_owner.generate(select(rollout.prompts, firsts), 1, dataclasses.replace(sampling, do_sample=False))
+    return reward.score(greedy).rewards.repeat_interleave(n)

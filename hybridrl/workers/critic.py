@@ -1,0 +1,72 @@
+"""The critic role (PPO with GAE): value predictions and the clipped value-loss update."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from hybridrl.algos.reduce import LossScale, reduce_loss
+from hybridrl.algos.value_loss import clipped_value_loss
+from hybridrl.batch import Sequences, split
+from hybridrl.models.forward import batched_values, response_values
+from hybridrl.workers.update_loop import clip_and_step, run_epochs
+
+
+@dataclass(frozen=True)
+class CriticSettings:
+    mini_batch_size: int  # responses per optimizer step on this worker
+    micro_batch_size: int  # responses per forward/backward
+    forward_micro_batch_size: int  # responses per no-grad value forward
+    ppo_epochs: int
+    shuffle: bool
+    cliprange_value: float
+    loss_agg_mode: str  # LOSS_AGG_MODES name
+    grad_clip: float
+
+
+@dataclass
+class CriticBatch:
+    seqs: Sequences  # [N, P+T]
+    values: Tensor  # [N, T] V at rollout time (the clip's anchor), 0 on padding
+    returns: Tensor  # [N, T] regression targets (GAE's A + V), 0 on padding
+
+
+class Critic:
+    def __init__(self, module, optimizer, scheduler, settings: CriticSettings, seed: int = 0):
+        self.module, self.optimizer, self.scheduler, self.settings = module, optimizer, scheduler, settings
+        self.shuffle_generator = torch.Generator().manual_seed(seed)
+
+    def values(self, seqs: Sequences) -> Tensor:
+        """[N, T] V(s_t) under the current weights, without gradients."""
+        self.module.eval()
+        return batched_values(self.module, seqs, self.settings.forward_micro_batch_size)
+
+    def update(self, batch: CriticBatch) -> dict[str, float]:
+        """ppo_epochs passes in mini-batches, one optimizer step per mini-batch (as the actor)."""
+        s = self.settings
+        self.module.train()
+        metrics = run_epochs(batch, s.mini_batch_size, s.ppo_epochs, s.shuffle, self.shuffle_generator,
+                             self._optimizer_step)
+        self.scheduler.step()
+        return metrics
+
+    def _optimizer_step(self, mini: CriticBatch) -> dict[str, float]:
+        s = self.settings
+        scale = LossScale.of(mini.seqs.response_mask)  # whole mini-batch: micro-batching leaves the gradient exact
+        self.optimizer.zero_grad(set_to_none=True)
+        stats: dict[str, float] = defaultdict(float)
+        for micro in split(mini, s.micro_batch_size):
+            mask = micro.seqs.response_mask
+            vpreds = response_values(self.module, micro.seqs)
+            out = clipped_value_loss(vpreds, micro.values, micro.returns, s.cliprange_value)
+            loss = reduce_loss(out.loss, mask, s.loss_agg_mode, scale)
+            loss.backward()
+            stats["critic/vf_loss"] += loss.item()
+            stats["critic/vf_clipfrac"] += reduce_loss(out.clipped, mask, "token-mean", scale).item()
+            stats["critic/vpred_mean"] += reduce_loss(vpreds.detach(), mask, "token-mean", scale).item()
+        stats["critic/grad_norm"] = clip_and_step(self.module.parameters(), self.optimizer, s.grad_clip)
+        stats["critic/lr"] = self.optimizer.param_groups[0]["lr"]
+        return dict(stats)

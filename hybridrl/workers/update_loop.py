@@ -1,0 +1,35 @@
+"""The mini-batch loop the actor and the critic share: epochs x shuffled mini-batches, one
+optimizer step each, gradients clipped by global norm."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Callable, Iterable, TypeVar
+
+import torch
+
+from hybridrl.batch import num_rows, select, split
+
+B = TypeVar("B")
+
+
+def run_epochs(batch: B, mini_batch_size: int, epochs: int, shuffle: bool, generator: torch.Generator,
+               optimizer_step: Callable[[B], dict[str, float]]) -> dict[str, float]:
+    """Call `optimizer_step` on each mini-batch of each epoch; metrics averaged over steps (`*_max`: max)."""
+    per_step: dict[str, list[float]] = defaultdict(list)
+    for _ in range(epochs):
+        rows = torch.arange(num_rows(batch))
+        if shuffle:
+            rows = torch.randperm(len(rows), generator=generator)
+        for mini in split(select(batch, rows), mini_batch_size):
+            for key, value in optimizer_step(mini).items():
+                per_step[key].append(value)
+    return {k: (max(v) if k.endswith("_max") else sum(v) / len(v)) for k, v in per_step.items()}
+
+
+def clip_and_step(params: Iterable[torch.nn.Parameter], optimizer: torch.optim.Optimizer, grad_clip: float) -> float:
+    """Clip the global gradient norm and step; a non-finite norm skips the step (the batch is lost, not the run)."""
+    grad_norm = torch.nn.utils.clip_grad_norm_([p for p in params if p.requires_grad], grad_clip)
+    if torch.isfinite(grad_norm):
+        optimizer.step()
+    return float(grad_norm)
