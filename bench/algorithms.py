@@ -33,6 +33,14 @@ ALGORITHMS: dict[str, list[str]] = {
              f"{A}clip_ratio_low=3e-4", f"{A}clip_ratio_high=4e-4"],
     "CISPO": [f"{A}policy_loss.loss_mode=cispo"],
     "SAPO": [f"{A}policy_loss.loss_mode=sapo", f"{A}loss_agg_mode=seq-mean-token-mean"],
+    "PPO (GAE + critic)": ["algorithm.adv_estimator=gae", "critic.optim.lr=1e-4"],
+    "PPO + KL in reward (adaptive)": ["algorithm.adv_estimator=gae", "critic.optim.lr=1e-4",
+                                      "algorithm.use_kl_in_reward=true", "algorithm.kl_ctrl.type=adaptive",
+                                      "algorithm.kl_ctrl.kl_coef=0.01", "algorithm.kl_ctrl.target_kl=0.01"],
+    "ReMax": ["algorithm.adv_estimator=remax"],
+    "DAPO (dynamic sampling + overlong buffer + clip-higher)": [
+        "algorithm.filter_groups.enable=true", "reward_model.overlong_buffer.enable=true",
+        "reward_model.overlong_buffer.len=4", f"{A}clip_ratio_high=0.28"],
 }
 
 
@@ -50,7 +58,9 @@ def run_one(name: str, overrides: list[str], steps: int, out_root: str) -> dict:
             "val_end": vals[-1]["val-core/arithmetic/reward/mean@1"],
             "val_best": max(v["val-core/arithmetic/reward/mean@1"] for v in vals),
             "len_end": vals[-1]["val-aux/response_length/mean"],
-            "train_len_end": records[-1]["response_length/mean"], "wall": time.perf_counter() - start}
+            "train_len_end": records[-1]["response_length/mean"], "wall": time.perf_counter() - start,
+            "cpu": sum(r.get("perf/cpu_time_s", 0.0) for r in records),
+            "gen_rounds": sum(r.get("train/num_gen_batches", 1.0) for r in records if "train/num_gen_batches" in r)}
 
 
 def main() -> None:
@@ -65,12 +75,14 @@ def main() -> None:
     with ThreadPoolExecutor(a.jobs) as pool:
         rows = list(pool.map(lambda kv: run_one(kv[0], kv[1], a.steps, a.out), chosen.items()))
     print(f"| algorithm | overrides (on top of the defaults) | val acc step 0 → {a.steps} (best) | "
-          f"val response length at the end | wall s |")
+          f"val response length at the end | wall s (train CPU-s) |")
     print("| --- | --- | --- | --- | --- |")
     for r in rows:
         ov = " ".join(f"`{o.replace('actor_rollout_ref.actor.', 'actor.')}`" for o in r["overrides"]) or "(defaults)"
         print(f"| {r['name']} | {ov} | {r['val0']:.1%} → {r['val_end']:.1%} ({r['val_best']:.1%}) | "
-              f"{r['len_end']:.2f} tokens | {r['wall']:.0f} |")
+              f"{r['len_end']:.2f} tokens | {r['wall']:.0f} ({r['cpu']:.0f}) |")
+        if r["gen_rounds"]:
+            print(f"<!-- {r['name']}: {r['gen_rounds']:.0f} generation rounds in {a.steps} steps -->")
 
 
 if __name__ == "__main__":

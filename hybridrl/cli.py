@@ -7,6 +7,7 @@ lists every key with its default and meaning. A user error prints one line, exit
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 
 from hybridrl.errors import HybridRLError
@@ -16,8 +17,9 @@ def _keys_help(cls) -> str:
     from hybridrl.config.loader import field_type, type_name, valid_keys
 
     lines = ["config keys (override with key=value):"]
+    defaults = cls()  # an instance, so a section's own defaults win (critic.optim.lr is not actor's lr)
     for key, f in valid_keys(cls).items():
-        default = f.default_factory() if callable(f.default_factory) else f.default  # type: ignore[misc]
+        default = functools.reduce(getattr, key.split("."), defaults)
         lines.append(f"  {key} = {default!r}\n      {f.metadata.get('help', '')} ({type_name(field_type(cls, key))})")
     return "\n".join(lines)
 
@@ -78,13 +80,18 @@ def cmd_plan(args) -> None:
     from hybridrl.config.validate import validate_rl_config
     from hybridrl.models.loading import resolve_model_path
 
+    from hybridrl.algos.advantages import ADV_ESTIMATORS
+
     cfg = load_config(RLConfig, args.config, args.overrides)
     print(validate_rl_config(cfg).describe())
-    print(memory_estimate(resolve_model_path(cfg.actor_rollout_ref.model.path), cfg.actor_rollout_ref.actor.use_kl_loss))
+    with_reference = cfg.actor_rollout_ref.actor.use_kl_loss or cfg.algorithm.use_kl_in_reward
+    with_critic = ADV_ESTIMATORS.entry(cfg.algorithm.adv_estimator).meta.get("needs_critic", False)
+    print(memory_estimate(resolve_model_path(cfg.actor_rollout_ref.model.path), with_reference, with_critic))
 
 
-def memory_estimate(model_dir: str, with_reference: bool) -> str:
-    """fp32 weights + grads + AdamW moments (16 bytes/param), plus 4 bytes/param for a reference."""
+def memory_estimate(model_dir: str, with_reference: bool, with_critic: bool = False) -> str:
+    """fp32 weights + grads + AdamW moments (16 bytes/param), 4 bytes/param more for a reference,
+    16 more for a critic of the same size (its head is negligible)."""
     import glob
     import math
 
@@ -94,9 +101,10 @@ def memory_estimate(model_dir: str, with_reference: bool) -> str:
     for path in glob.glob(f"{model_dir}/*.safetensors"):
         with safe_open(path, "pt") as f:
             params += sum(math.prod(f.get_slice(k).get_shape()) for k in f.keys())
-    per_param = 16 + (4 if with_reference else 0)
+    per_param = 16 + (4 if with_reference else 0) + (16 if with_critic else 0)
+    extras = [name for name, on in (("the reference", with_reference), ("the critic", with_critic)) if on]
     return (f"memory: {params / 1e6:.2f}M parameters -> ~{params * per_param / 2**30:.3f} GiB for weights, gradients, "
-            f"AdamW state{' and the reference' if with_reference else ''} (activations and KV cache come on top)")
+            f"AdamW state{''.join(' and ' + e for e in extras)} (activations and KV cache come on top)")
 
 
 def cmd_sft(args) -> None:

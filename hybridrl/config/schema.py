@@ -122,22 +122,12 @@ class CriticModelConfig:
 
 
 @dataclass
-class CriticOptimConfig:
-    lr: float = doc(1e-5, "peak learning rate of the critic's AdamW")
-    weight_decay: float = doc(0.01, "critic AdamW weight decay")
-    betas: list[float] = doc([0.9, 0.999], "critic AdamW betas")
-    lr_warmup_steps: int = doc(-1, "critic linear warm-up steps; -1 uses lr_warmup_steps_ratio")
-    lr_warmup_steps_ratio: float = doc(0.0, "critic warm-up steps as a fraction of total training steps")
-    warmup_style: str = doc("constant", "critic schedule after warm-up: constant | cosine")
-    min_lr_ratio: float = doc(0.0, "critic cosine schedule floor as a fraction of lr")
-
-
-@dataclass
 class CriticConfig:
     """The value model of PPO (algorithm.adv_estimator=gae); unused by critic-free estimators."""
 
     model: CriticModelConfig = field(default_factory=CriticModelConfig)
-    optim: CriticOptimConfig = field(default_factory=CriticOptimConfig)
+    # the actor's optimizer keys; lr defaults to verl's critic lr
+    optim: OptimConfig = field(default_factory=lambda: OptimConfig(lr=1e-5))
     ppo_mini_batch_size: Optional[int] = doc(None, "prompts per critic optimizer step (null: the actor's)")
     ppo_micro_batch_size_per_gpu: Optional[int] = doc(None, "responses per critic forward/backward (null: the actor's)")
     forward_micro_batch_size_per_gpu: int = doc(256, "responses per value forward without gradients")

@@ -13,20 +13,28 @@ def position_ids_of(attention_mask: Tensor) -> Tensor:
     return (attention_mask.cumsum(-1) - 1).clamp(min=0)
 
 
-def response_log_probs(model, seqs: Sequences, temperature: float = 1.0,
-                       with_entropy: bool = False) -> tuple[Tensor, Tensor | None]:
-    """log π(a_t | s_t) of each response token at `temperature` (and the entropy of π(.|s_t)).
+def _response_logits(model, seqs: Sequences) -> Tensor:
+    """The model's outputs at the positions that predict (or value) each response token; [N, T, ...].
 
-    Returns ([N, T], [N, T] or None), zero on padding. The logits at position i predict
-    token i+1, so the T response tokens are predicted by positions P-1 .. P+T-2.
+    The output at position i concerns token i+1, so the T response tokens are covered by
+    positions P-1 .. P+T-2.
     """
     T = seqs.response_mask.shape[1]
-    logits = model(
+    return model(
         input_ids=seqs.input_ids,
         attention_mask=seqs.attention_mask,
         position_ids=position_ids_of(seqs.attention_mask),
         use_cache=False,
-    ).logits[:, -T - 1:-1]  # [N, T, V]
+    ).logits[:, -T - 1:-1]
+
+
+def response_log_probs(model, seqs: Sequences, temperature: float = 1.0,
+                       with_entropy: bool = False) -> tuple[Tensor, Tensor | None]:
+    """log π(a_t | s_t) of each response token at `temperature` (and the entropy of π(.|s_t)).
+
+    Returns ([N, T], [N, T] or None), zero on padding.
+    """
+    logits = _response_logits(model, seqs)  # [N, T, V]
     logp_all = torch.log_softmax(logits.float() / max(temperature, 1e-6), dim=-1)
     mask = seqs.response_mask
     lp = logp_all.gather(-1, seqs.response_ids.unsqueeze(-1)).squeeze(-1) * mask
@@ -48,14 +56,7 @@ def response_values(model, seqs: Sequences) -> Tensor:
     Same shift as the log-probs: the value read at position i is that of the prefix up to i,
     i.e. the state in which token i+1 is chosen.
     """
-    T = seqs.response_mask.shape[1]
-    out = model(
-        input_ids=seqs.input_ids,
-        attention_mask=seqs.attention_mask,
-        position_ids=position_ids_of(seqs.attention_mask),
-        use_cache=False,
-    ).logits[:, -T - 1:-1, 0]  # [N, T]
-    return out.float() * seqs.response_mask
+    return _response_logits(model, seqs)[..., 0].float() * seqs.response_mask  # [N, T]
 
 
 @torch.no_grad()

@@ -12,7 +12,7 @@ from hybridrl.algos.reduce import LossScale, reduce_loss
 from hybridrl.algos.value_loss import clipped_value_loss
 from hybridrl.batch import Sequences, split
 from hybridrl.models.forward import batched_values, response_values
-from hybridrl.workers.update_loop import clip_and_step, run_epochs
+from hybridrl.workers.update_loop import UpdatingWorker, clip_and_step
 
 
 @dataclass(frozen=True)
@@ -34,7 +34,7 @@ class CriticBatch:
     returns: Tensor  # [N, T] regression targets (GAE's A + V), 0 on padding
 
 
-class Critic:
+class Critic(UpdatingWorker[CriticBatch]):
     def __init__(self, module, optimizer, scheduler, settings: CriticSettings, seed: int = 0):
         self.module, self.optimizer, self.scheduler, self.settings = module, optimizer, scheduler, settings
         self.shuffle_generator = torch.Generator().manual_seed(seed)
@@ -43,15 +43,6 @@ class Critic:
         """[N, T] V(s_t) under the current weights, without gradients."""
         self.module.eval()
         return batched_values(self.module, seqs, self.settings.forward_micro_batch_size)
-
-    def update(self, batch: CriticBatch) -> dict[str, float]:
-        """ppo_epochs passes in mini-batches, one optimizer step per mini-batch (as the actor)."""
-        s = self.settings
-        self.module.train()
-        metrics = run_epochs(batch, s.mini_batch_size, s.ppo_epochs, s.shuffle, self.shuffle_generator,
-                             self._optimizer_step)
-        self.scheduler.step()
-        return metrics
 
     def _optimizer_step(self, mini: CriticBatch) -> dict[str, float]:
         s = self.settings

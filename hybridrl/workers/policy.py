@@ -14,7 +14,7 @@ from hybridrl.algos.reduce import LossScale, reduce_loss
 from hybridrl.batch import PromptBatch, Rollout, Sequences, TrainBatch, split
 from hybridrl.models.forward import batched_log_probs, response_log_probs
 from hybridrl.rollout.base import RolloutEngine, SamplingParams, generate_rollout
-from hybridrl.workers.update_loop import clip_and_step, run_epochs
+from hybridrl.workers.update_loop import UpdatingWorker, clip_and_step
 
 
 @dataclass(frozen=True)
@@ -36,7 +36,7 @@ class UpdateSettings:
     log_prob_micro_batch_size: int
 
 
-class Policy:
+class Policy(UpdatingWorker[TrainBatch]):
     def __init__(self, module, optimizer, scheduler, engine: RolloutEngine, settings: UpdateSettings, seed: int = 0):
         self.module, self.optimizer, self.scheduler = module, optimizer, scheduler
         self.engine, self.settings = engine, settings
@@ -48,15 +48,6 @@ class Policy:
     def log_probs(self, seqs: Sequences) -> Tensor:
         """[N, T] log π of each response token under the current weights, without gradients."""
         return batched_log_probs(self.module, seqs, self.settings.temperature, self.settings.log_prob_micro_batch_size)
-
-    def update(self, batch: TrainBatch) -> dict[str, float]:
-        """ppo_epochs passes over the batch in mini-batches; one optimizer step per mini-batch."""
-        s = self.settings
-        self.module.train()
-        metrics = run_epochs(batch, s.mini_batch_size, s.ppo_epochs, s.shuffle, self.shuffle_generator,
-                             self._optimizer_step)
-        self.scheduler.step()
-        return metrics
 
     def _optimizer_step(self, mini: TrainBatch) -> dict[str, float]:
         # Normalize by the whole mini-batch so accumulated micro-batch gradients equal the

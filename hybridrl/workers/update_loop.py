@@ -4,7 +4,7 @@ optimizer step each, gradients clipped by global norm."""
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Callable, Iterable, TypeVar
+from typing import Callable, Generic, Iterable, TypeVar
 
 import torch
 
@@ -33,3 +33,25 @@ def clip_and_step(params: Iterable[torch.nn.Parameter], optimizer: torch.optim.O
     if torch.isfinite(grad_norm):
         optimizer.step()
     return float(grad_norm)
+
+
+class UpdatingWorker(Generic[B]):
+    """A role that trains: `settings` has mini_batch_size, ppo_epochs, shuffle; subclasses define
+    `_optimizer_step(mini_batch) -> metrics`."""
+
+    module: torch.nn.Module
+    scheduler: torch.optim.lr_scheduler.LRScheduler
+    shuffle_generator: torch.Generator
+
+    def _optimizer_step(self, mini: B) -> dict[str, float]:
+        raise NotImplementedError
+
+    def update(self, batch: B) -> dict[str, float]:
+        """ppo_epochs passes over the batch in mini-batches; one optimizer step per mini-batch, one
+        scheduler step per call."""
+        s = self.settings  # type: ignore[attr-defined]
+        self.module.train()
+        metrics = run_epochs(batch, s.mini_batch_size, s.ppo_epochs, s.shuffle, self.shuffle_generator,
+                             self._optimizer_step)
+        self.scheduler.step()
+        return metrics

@@ -122,3 +122,17 @@ def test_entropy_bonus_raises_entropy(arith_data, tmp_path):
             f"actor_rollout_ref.actor.entropy_coeff={coeff}", "actor_rollout_ref.actor.optim.lr=3e-3"])
         entropy[coeff] = records[1]["actor/entropy"]  # same first step, then one update apart
     assert entropy[1.0] > entropy[0.0] + 0.05, entropy
+
+
+@pytest.mark.parametrize("extra,has_reference,has_critic", [
+    ([], False, False),
+    (["actor_rollout_ref.actor.use_kl_loss=true"], True, False),
+    (["algorithm.use_kl_in_reward=true"], True, False),
+    (["algorithm.adv_estimator=gae"], False, True),
+])
+def test_reference_and_critic_exist_only_when_needed(arith_data, tmp_path, extra, has_reference, has_critic):
+    cfg = load_config(RLConfig, None, [f"data.train_files={arith_data['train']}", "data.val_files=[]",
+                                       f"trainer.default_local_dir={tmp_path}", *extra])
+    run = build_run(cfg, validate_rl_config(cfg), log=lambda *_: None)
+    assert (run.reference is not None, run.critic is not None) == (has_reference, has_critic)
+    assert (run.kl_ctrl is not None) == ("algorithm.use_kl_in_reward=true" in extra)

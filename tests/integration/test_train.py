@@ -120,3 +120,14 @@ def test_help_lists_keys_and_plan_prints_the_batch_plan():
     assert "32 prompts x 8 samples = 256 responses per step" in plan.stdout
     assert "4 mini-batch(es) of 64 responses" in plan.stdout and "2 micro-batch(es) of 32" in plan.stdout
     assert "memory: 3.50M parameters" in plan.stdout
+    assert "critic.optim.lr = 1e-05" in help_text  # a section's own default, not the actor's lr
+
+
+def test_plan_counts_the_critic_and_the_reference():
+    # 3.50M params x 16 bytes = 0.052 GiB; + reference 4 bytes; + critic 16 bytes -> x 36/16
+    plain = cli("plan").stdout
+    ppo = cli("plan", "algorithm.adv_estimator=gae", "algorithm.use_kl_in_reward=true").stdout
+    assert "AdamW state (activations" in plain
+    assert "AdamW state and the reference and the critic" in ppo
+    gib = [float(out.split("~")[1].split(" GiB")[0]) for out in (plain, ppo)]
+    assert abs(gib[1] / gib[0] - 36 / 16) < 0.05

@@ -26,3 +26,14 @@ def test_example_loads_and_validates(path):
 def test_kl_example_turns_the_kl_loss_on():
     cfg = load_config(RLConfig, [p for p in EXAMPLES if p.endswith("grpo_kl.yaml")][0])
     assert cfg.actor_rollout_ref.actor.use_kl_loss and cfg.actor_rollout_ref.actor.kl_loss_coef == 0.01
+
+
+def test_ppo_example_uses_a_critic_and_dapo_example_filters_groups():
+    by_name = {os.path.basename(p): p for p in EXAMPLES}
+    ppo = load_config(RLConfig, by_name["arithmetic_ppo.yaml"])
+    assert ppo.algorithm.adv_estimator == "gae" and ppo.critic.optim.lr == 1e-4
+    dapo = load_config(RLConfig, by_name["arithmetic_dapo.yaml"])
+    assert dapo.algorithm.filter_groups.enable and dapo.reward_model.overlong_buffer.enable
+    assert dapo.actor_rollout_ref.actor.clip_ratio_high == 0.28
+    drgrpo = load_config(RLConfig, by_name["arithmetic_drgrpo.yaml"])
+    assert drgrpo.actor_rollout_ref.actor.loss_agg_mode == "seq-mean-token-sum-norm"
