@@ -24,6 +24,7 @@ class PromptBatch:
     data_source: list[str]  # [B] picks the reward scorer
     ground_truth: list[str]  # [B] reference answer handed to the scorer
     index: list[int]  # [B] row of the prompt in its dataset
+    extra_info: Optional[list[dict]] = None  # [B] the row's extra_info, handed to reward functions
 
     def repeat_interleave(self, n: int) -> "PromptBatch":
         """Each prompt n times in a row: rows i*n .. i*n+n-1 are the samples of prompt i."""
@@ -80,6 +81,8 @@ def select(batch: B, idx: Tensor) -> B:
             v = v[idx]
         elif isinstance(v, list):
             v = [v[i] for i in idx.tolist()]
+        elif isinstance(v, dict):  # named per-row tensors, e.g. reward extras
+            v = {k: t[idx] for k, t in v.items()}
         elif dataclasses.is_dataclass(v):
             v = select(v, idx)
         values[f.name] = v
@@ -112,6 +115,8 @@ def concat(batches: list[B]) -> B:
             values[f.name] = torch.cat(parts)
         elif isinstance(parts[0], list):
             values[f.name] = [x for p in parts for x in p]
+        elif isinstance(parts[0], dict):
+            values[f.name] = {k: torch.cat([p[k] for p in parts]) for k in parts[0]}
         elif dataclasses.is_dataclass(parts[0]):
             values[f.name] = concat(parts)
         else:

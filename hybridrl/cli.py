@@ -53,6 +53,13 @@ def build_parser() -> argparse.ArgumentParser:
     ar.add_argument("--max-operands", type=int, default=2, help="most numbers per problem (default: %(default)s)")
     ar.add_argument("--max-value", type=int, default=99, help="largest operand (default: %(default)s)")
     ar.add_argument("--ops", default="+", help="operators to draw from: '+', '-' or '+-' (default: %(default)s)")
+    for name, what, default_in in (("gsm8k", "GSM8K (openai/gsm8k): answer after '####'", "../shared/data/gsm8k"),
+                                   ("math", "MATH / MATH-500 (HuggingFaceH4/MATH-500): answer in \\boxed{}",
+                                    "../shared/data/math500")):
+        text = f"{what}; a local jsonl/parquet file or a folder with train*/test* files -> <output>/<split>.parquet"
+        d = dsub.add_parser(name, help=text, description=text)
+        d.add_argument("--input", default=default_in, help="local file or folder, nothing is downloaded (default: %(default)s)")
+        d.add_argument("--output", default=f"data/{name}", help="output folder (default: %(default)s)")
     sub.add_parser("algos", help="list advantage estimators, policy losses, KL estimators and loss reductions",
                    description="list advantage estimators, policy losses, KL estimators and loss reductions")
     return parser
@@ -117,9 +124,13 @@ def cmd_sft(args) -> None:
 
 def cmd_data(args) -> None:
     from hybridrl.data.arithmetic import write_dataset
+    from hybridrl.data.preprocess import convert
 
-    paths = write_dataset(args.output, args.train_size, args.val_size, args.seed, args.min_operands,
-                          args.max_operands, args.max_value, args.ops)
+    if args.dataset == "arithmetic":
+        paths = write_dataset(args.output, args.train_size, args.val_size, args.seed, args.min_operands,
+                              args.max_operands, args.max_value, args.ops)
+    else:
+        paths = convert(args.dataset, args.input, args.output)
     for split, path in paths.items():
         print(f"wrote {path} ({split})")
 

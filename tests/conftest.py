@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -28,3 +31,25 @@ def arith_data(tmp_path_factory) -> dict[str, str]:
 @pytest.fixture(autouse=True)
 def _seed():
     torch.manual_seed(0)
+
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def find_shared_data(name: str) -> Path:
+    """The folder ../shared/data/<name>, or $HYBRIDRL_SHARED_DATA/<name>; skipped outside CI when absent."""
+    candidates = [Path(os.environ["HYBRIDRL_SHARED_DATA"])] if os.environ.get("HYBRIDRL_SHARED_DATA") else []
+    candidates += [REPO.parent / "shared" / "data", Path("/work/shared/data")]
+    for base in candidates:
+        if (base / name).is_dir():
+            return base / name
+    message = f"real dataset {name!r} not found in {', '.join(map(str, candidates))}; set HYBRIDRL_SHARED_DATA"
+    if os.environ.get("CI"):
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+@pytest.fixture
+def shared_data():
+    """shared_data("gsm8k") -> the real dataset folder (see find_shared_data)."""
+    return find_shared_data

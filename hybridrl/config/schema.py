@@ -21,9 +21,12 @@ def doc(default: Any, text: str) -> Any:
 
 @dataclass
 class DataConfig:
-    train_files: list[str] = doc(["data/arithmetic/train.parquet"], "parquet file(s) of training prompts (verl schema)")
-    val_files: list[str] = doc(["data/arithmetic/val.parquet"], "parquet file(s) of validation prompts")
+    train_files: list[str] = doc(["data/arithmetic/train.parquet"], "parquet or jsonl file(s) of training prompts "
+                                                                    "(verl schema)")
+    val_files: list[str] = doc(["data/arithmetic/val.parquet"], "parquet or jsonl file(s) of validation prompts")
     prompt_key: str = doc("prompt", "column holding the chat messages")
+    train_max_samples: int = doc(-1, "use only the first N training rows (-1: all)")
+    val_max_samples: int = doc(-1, "use only the first N validation rows (-1: all)")
     max_prompt_length: int = doc(64, "longest prompt in tokens, after the chat template")
     max_response_length: int = doc(8, "most tokens generated per response")
     train_batch_size: int = doc(32, "prompts per training step (each sampled rollout.n times)")
@@ -176,7 +179,16 @@ class OverlongBufferConfig:
 
 @dataclass
 class RewardModelConfig:
+    reward_manager: str = doc("naive", "how the reward function is called: naive (per sample) | batch (once per "
+                                       "batch with lists) | dapo (naive; the overlong buffer works with any)")
     overlong_buffer: OverlongBufferConfig = field(default_factory=OverlongBufferConfig)
+
+
+@dataclass
+class CustomRewardFunctionConfig:
+    path: Optional[str] = doc(None, "Python file with a verl-style reward function, used for every data_source "
+                                    "(null: the built-in scorers)")
+    name: str = doc("compute_score", "the function's name in that file")
 
 
 @dataclass
@@ -201,5 +213,6 @@ class RLConfig:
     actor_rollout_ref: ActorRolloutRefConfig = field(default_factory=ActorRolloutRefConfig)
     critic: CriticConfig = field(default_factory=CriticConfig)
     reward_model: RewardModelConfig = field(default_factory=RewardModelConfig)
+    custom_reward_function: CustomRewardFunctionConfig = field(default_factory=CustomRewardFunctionConfig)
     algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)

@@ -16,6 +16,7 @@ from hybridrl.trainer.optim import WARMUP_STYLES
 from hybridrl.trainer.tracking import LOGGERS
 
 ROLLOUT_ENGINES = ("hf",)
+REWARD_MANAGERS = ("naive", "batch", "dapo")
 
 
 def check_choice(key: str, value: str, choices: tuple[str, ...] | list[str]) -> None:
@@ -29,6 +30,10 @@ def validate_rl_config(cfg: RLConfig) -> BatchPlan:
     actor, rollout = arr.actor, arr.rollout
     check_choice("data.truncation", d.truncation, TRUNCATION_MODES)
     check_choice("actor_rollout_ref.rollout.name", rollout.name, ROLLOUT_ENGINES)
+    check_choice("reward_model.reward_manager", cfg.reward_model.reward_manager, REWARD_MANAGERS)
+    if cfg.reward_model.reward_manager == "batch" and not cfg.custom_reward_function.path:
+        raise ConfigError("reward_model.reward_manager=batch calls a batched user function; set "
+                          "custom_reward_function.path (and .name), or use reward_model.reward_manager=naive")
     check_choice("actor_rollout_ref.actor.optim.warmup_style", actor.optim.warmup_style, WARMUP_STYLES)
     for name in tr.logger:
         check_choice("trainer.logger", name, LOGGERS)

@@ -24,6 +24,7 @@ from hybridrl.models.loading import (
     load_tokenizer,
     load_value_model,
 )
+from hybridrl.rewards.custom import load_function
 from hybridrl.rewards.manager import OverlongBuffer, RewardManager
 from hybridrl.rollout.base import SamplingParams
 from hybridrl.rollout.hf import HFRolloutEngine
@@ -120,20 +121,23 @@ def build_run(cfg: RLConfig, plan: BatchPlan, log=print) -> RLRun:
         log(f"WARNING: {warning}")
     tokenizer = load_tokenizer(arr.model.path)
 
-    def dataset(files: list[str], key: str) -> RLDataset:
-        data = RLDataset(files, tokenizer, d.prompt_key, d.max_prompt_length, d.truncation, d.filter_overlong_prompts, key)
+    def dataset(files: list[str], key: str, max_samples: int) -> RLDataset:
+        data = RLDataset(files, tokenizer, d.prompt_key, d.max_prompt_length, d.truncation, d.filter_overlong_prompts, key,
+                         max_samples)
         if data.num_filtered:
             log(f"{key}: dropped {data.num_filtered} prompts over data.max_prompt_length={d.max_prompt_length}")
         return data
 
-    train_data = dataset(d.train_files, "data.train_files")
-    val_data = dataset(d.val_files, "data.val_files") if d.val_files else None
+    train_data = dataset(d.train_files, "data.train_files", d.train_max_samples)
+    val_data = dataset(d.val_files, "data.val_files", d.val_max_samples) if d.val_files else None
     prompts_per_round = d.gen_batch_size or d.train_batch_size  # dynamic sampling generates in rounds
     total = total_training_steps(len(train_data), prompts_per_round, tr.total_epochs, tr.total_training_steps)
     needs_critic = ADV_ESTIMATORS.entry(alg.adv_estimator).meta.get("needs_critic", False)
     # The reference exists only when a KL term needs it: a frozen copy of the initial weights.
     reference = (Reference(load_causal_lm(arr.model.path), rollout.temperature, arr.ref.log_prob_micro_batch_size_per_gpu)
                  if arr.actor.use_kl_loss or alg.use_kl_in_reward else None)
+    crf = cfg.custom_reward_function
+    custom_fn = load_function(crf.path, crf.name) if crf.path else None
     kc = alg.kl_ctrl
     ob = cfg.reward_model.overlong_buffer
     fg = alg.filter_groups
@@ -152,7 +156,8 @@ def build_run(cfg: RLConfig, plan: BatchPlan, log=print) -> RLRun:
         critic=_critic(cfg, total) if needs_critic else None,
         kl_ctrl=KLController(kc.kl_coef, kc.type, kc.target_kl, kc.horizon) if alg.use_kl_in_reward else None,
         reward=RewardManager(tokenizer, OverlongBuffer(d.max_response_length, ob.len, ob.penalty_factor)
-                             if ob.enable else None),
+                             if ob.enable else None, custom_fn=custom_fn,
+                             batched=cfg.reward_model.reward_manager == "batch"),
         tracker=Tracker(tr.logger, run_dir),
         sampling=SamplingParams(d.max_response_length, rollout.temperature, rollout.top_p, rollout.top_k, rollout.do_sample),
         val_sampling=SamplingParams(d.max_response_length, vk.temperature, vk.top_p, vk.top_k, vk.do_sample),

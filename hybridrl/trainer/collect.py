@@ -21,7 +21,8 @@ FILTER_METRICS = ("acc", "score", "seq_reward")
 
 @dataclass(frozen=True)
 class GroupFilter:
-    metric: str  # FILTER_METRICS: acc/score = the scorer's value, seq_reward = after shaping
+    metric: str  # FILTER_METRICS: score = the scorer's value, acc = its "acc" extra if any (else score),
+    # seq_reward = after shaping
     max_num_gen_batches: int  # 0: no limit
 
 
@@ -49,7 +50,8 @@ def collect_rollout(run, n: int, num_groups: int, group_filter: Optional[GroupFi
                 "(0: no limit), or set algorithm.filter_groups.enable=false")
         rollout, reward = _generate_and_score(run, n, metrics)
         rounds, seen = rounds + 1, seen + len(rollout.uid) // n
-        metric = reward.rewards if group_filter.metric == "seq_reward" else reward.scores
+        metric = {"seq_reward": reward.rewards, "acc": reward.extras.get("acc", reward.scores)}.get(
+            group_filter.metric, reward.scores)
         rows = groups_with_spread(metric, rollout.uid).nonzero().squeeze(-1)
         rollouts.append(select(rollout, rows))
         rewards.append(select(reward, rows))

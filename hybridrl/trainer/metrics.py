@@ -52,6 +52,8 @@ def data_metrics(rollout: Rollout, reward: RewardOutput, token_rewards: Tensor, 
     if bool((reward.overlong_penalty != 0).any()):
         out["reward/overlong_penalty/mean"] = reward.overlong_penalty.mean().item()
         out["reward/overlong_penalty/frac"] = (reward.overlong_penalty != 0).float().mean().item()
+    for key, extra in reward.extras.items():  # a reward function's extra outputs (acc, pred_len, ...)
+        out[f"reward/{key}/mean"] = extra.float().mean().item()
     if values is not None:
         out.update(_stats("critic/values", values[mask]))
         out["critic/vf_explained_var"] = explained_variance(values, adv.returns, rollout.response_mask)

@@ -13,4 +13,5 @@ from hybridrl.registry import Registry
 Scorer = Callable[..., Any]
 SCORERS: Registry[Scorer] = Registry("reward scorer", "data_source")
 
-from hybridrl.rewards.scorers import arithmetic  # noqa: E402,F401  (registers its data_source)
+from hybridrl.rewards.scorers import arithmetic  # noqa: E402,F401  (each module registers its data_sources)
+from hybridrl.rewards.scorers import gsm8k, math_answer  # noqa: E402,F401

@@ -78,3 +78,23 @@ def test_filter_overlong_prompts_counts_what_it_drops(tmp_path, tok):
     data = RLDataset([path], tok, "prompt", 20, filter_overlong_prompts=True)
     assert len(data) == 2 and data.num_filtered == 1
     assert [r.index for r in data.records] == [0, 2]
+
+
+def test_jsonl_files_and_max_samples_across_files(tmp_path, tok):
+    import json
+
+    first, second = tmp_path / "a.jsonl", tmp_path / "b.parquet"
+    first.write_text("".join(json.dumps(row(f"What is {i}+0?", str(i))) + "\n" for i in range(2)))
+    write_rows(second, [row(f"What is {i}+0?", str(i)) for i in range(2, 5)])
+    data = RLDataset([str(first), str(second)], tok, "prompt", 64, max_samples=3)
+    # the first 3 rows over both files, in order: 0, 1 from a.jsonl, then 2 from b.parquet
+    assert [r.ground_truth for r in data.records] == ["0", "1", "2"]
+    assert data.records[0].extra_info == {}  # rows without extra_info hand the reward function an empty dict
+    assert len(RLDataset([str(first), str(second)], tok, "prompt", 64)) == 5
+
+
+def test_bad_jsonl_line_names_file_and_line(tmp_path, tok):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"prompt": []}\n[1, 2]\n')
+    with pytest.raises(DataError, match=r"bad\.jsonl line 2 is a JSON list, not an object"):
+        RLDataset([str(bad)], tok, "prompt", 64)

@@ -42,7 +42,7 @@ def test_manager_puts_the_score_on_the_last_response_token(random_model_dir):
 
 def test_unknown_data_source_lists_the_known_ones(random_model_dir):
     tok = load_tokenizer(random_model_dir)
-    with pytest.raises(ConfigError, match=r"data_source='gsm9k' is not a known reward scorer; valid values: arithmetic"):
+    with pytest.raises(ConfigError, match=r"data_source='gsm9k' is not a known reward scorer; valid values: DigitalLearningGmbH/MATH-lighteval, HuggingFaceH4/MATH-500, arithmetic, math, openai/gsm8k"):
         RewardManager(tok).score(_rollout(tok, ["1"], ["gsm9k"], ["1"]))
 
 
