@@ -62,18 +62,23 @@ def _field(row: dict, key: str, where: str) -> str:
     return value
 
 
+def verl_row(source: str, question: str, instruction: str, truth: str, split: str, index: int, solution: str) -> dict:
+    """One row of verl's RL schema; the instruction follows the question in a single user message."""
+    return {
+        "data_source": source,
+        "prompt": [{"role": "user", "content": f"{question} {instruction}"}],
+        "ability": "math",
+        "reward_model": {"style": "rule", "ground_truth": truth},
+        "extra_info": {"split": split, "index": index, "question": question, "answer": solution},
+    }
+
+
 def gsm8k_row(row: dict, split: str, index: int, where: str) -> dict:
     question, answer = _field(row, "question", where), _field(row, "answer", where)
     final = GSM8K_FINAL.findall(answer)
     if not final:
         raise HybridRLError(f"{where}: the answer has no '#### <number>' line")
-    return {
-        "data_source": GSM8K_SOURCE,
-        "prompt": [{"role": "user", "content": f"{question} {GSM8K_INSTRUCTION}"}],
-        "ability": "math",
-        "reward_model": {"style": "rule", "ground_truth": final[-1].replace(",", "")},
-        "extra_info": {"split": split, "index": index, "question": question, "answer": answer},
-    }
+    return verl_row(GSM8K_SOURCE, question, GSM8K_INSTRUCTION, final[-1].replace(",", ""), split, index, answer)
 
 
 def math_row(row: dict, split: str, index: int, where: str) -> dict:
@@ -82,14 +87,9 @@ def math_row(row: dict, split: str, index: int, where: str) -> dict:
     truth = row.get("answer") if isinstance(row.get("answer"), str) else last_boxed(solution)
     if not truth:
         raise HybridRLError(f"{where}: no 'answer' field and no \\boxed{{}} in 'solution'")
-    return {
-        "data_source": MATH_SOURCE,
-        "prompt": [{"role": "user", "content": f"{question} {MATH_INSTRUCTION}"}],
-        "ability": "math",
-        "reward_model": {"style": "rule", "ground_truth": truth.replace(",", "") if truth.replace(",", "").isdigit()
-                         else truth},
-        "extra_info": {"split": split, "index": index, "question": question, "answer": solution},
-    }
+    if truth.replace(",", "").isdigit():  # "10,080" -> "10080"; a tuple such as "(1,2)" keeps its commas
+        truth = truth.replace(",", "")
+    return verl_row(MATH_SOURCE, question, MATH_INSTRUCTION, truth, split, index, solution)
 
 
 CONVERTERS: dict[str, Callable[[dict, str, int, str], dict]] = {"gsm8k": gsm8k_row, "math": math_row}

@@ -58,3 +58,15 @@ def test_bad_input_rows_name_the_file_and_row(tmp_path):
     bad.write_text("{not json\n")
     with pytest.raises(HybridRLError, match=r"test\.jsonl:1: not valid JSON"):
         convert("gsm8k", str(bad), str(tmp_path / "out"))
+
+
+def test_math_ground_truth_commas_and_boxed_fallback():
+    from hybridrl.data.preprocess import math_row
+
+    assert math_row({"problem": "p", "answer": "10,080"}, "test", 0, "x")["reward_model"]["ground_truth"] == "10080"
+    assert math_row({"problem": "p", "answer": "(1,2)"}, "test", 0, "x")["reward_model"]["ground_truth"] == "(1,2)"
+    # no answer field: the last \boxed{} of the solution
+    row = math_row({"problem": "p", "solution": "so \\boxed{\\frac{1}{2}}."}, "test", 3, "x")
+    assert row["reward_model"]["ground_truth"] == "\\frac{1}{2}" and row["extra_info"]["index"] == 3
+    with pytest.raises(HybridRLError, match=r"x: no 'answer' field and no \\boxed\{\} in 'solution'"):
+        math_row({"problem": "p", "solution": "none"}, "test", 0, "x")
