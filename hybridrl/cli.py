@@ -84,16 +84,12 @@ def cmd_train(args) -> None:
 def cmd_plan(args) -> None:
     from hybridrl.config.loader import load_config
     from hybridrl.config.schema import RLConfig
-    from hybridrl.config.validate import validate_rl_config
+    from hybridrl.config.validate import needs_critic, needs_reference, validate_rl_config
     from hybridrl.models.loading import resolve_model_path
-
-    from hybridrl.algos.advantages import ADV_ESTIMATORS
 
     cfg = load_config(RLConfig, args.config, args.overrides)
     print(validate_rl_config(cfg).describe())
-    with_reference = cfg.actor_rollout_ref.actor.use_kl_loss or cfg.algorithm.use_kl_in_reward
-    with_critic = ADV_ESTIMATORS.entry(cfg.algorithm.adv_estimator).meta.get("needs_critic", False)
-    print(memory_estimate(resolve_model_path(cfg.actor_rollout_ref.model.path), with_reference, with_critic))
+    print(memory_estimate(resolve_model_path(cfg.actor_rollout_ref.model.path), needs_reference(cfg), needs_critic(cfg)))
 
 
 def memory_estimate(model_dir: str, with_reference: bool, with_critic: bool = False) -> str:

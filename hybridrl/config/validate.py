@@ -50,7 +50,7 @@ def validate_rl_config(cfg: RLConfig) -> BatchPlan:
         raise ConfigError(f"algorithm.lam={alg.lam} must be in [0, 1]")
     _check_kl_in_reward(cfg)
     _check_dapo(cfg)
-    if estimator.meta.get("needs_critic"):
+    if needs_critic(cfg):
         critic_batch_plan(cfg)
         check_choice("critic.optim.warmup_style", cfg.critic.optim.warmup_style, WARMUP_STYLES)
         LOSS_AGG_MODES.entry(cfg.critic.loss_agg_mode, "critic.loss_agg_mode")
@@ -86,6 +86,16 @@ def validate_rl_config(cfg: RLConfig) -> BatchPlan:
         )
     return make_batch_plan(d.train_batch_size, rollout.n, actor.ppo_mini_batch_size, actor.ppo_micro_batch_size_per_gpu,
                            actor.ppo_epochs, tr.n_gpus_per_node * tr.nnodes)
+
+
+def needs_reference(cfg: RLConfig) -> bool:
+    """A frozen reference model is built only for a KL term (in the loss or in the reward)."""
+    return cfg.actor_rollout_ref.actor.use_kl_loss or cfg.algorithm.use_kl_in_reward
+
+
+def needs_critic(cfg: RLConfig) -> bool:
+    """A critic is built only for estimators that use values (gae)."""
+    return bool(ADV_ESTIMATORS.entry(cfg.algorithm.adv_estimator).meta.get("needs_critic", False))
 
 
 def critic_batch_plan(cfg: RLConfig) -> BatchPlan:

@@ -109,7 +109,8 @@ class RLDataset:
         for path in files:
             rows = read_parquet_rows(path, key, required=(prompt_key, "data_source", "reward_model"))
             if max_samples >= 0:  # the first max_samples rows over all files, in order
-                rows, taken = rows[:max_samples - taken], taken + len(rows[:max_samples - taken])
+                rows = rows[:max_samples - taken]
+                taken += len(rows)
             ids = encode_prompts(tokenizer, [messages_of(r, prompt_key, path, i) for i, r in enumerate(rows)])
             for i, (row, prompt_ids) in enumerate(zip(rows, ids)):
                 if len(prompt_ids) > max_prompt_length:

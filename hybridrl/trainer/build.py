@@ -9,12 +9,12 @@ from typing import Optional
 import torch
 from omegaconf import OmegaConf
 
-from hybridrl.algos.advantages import ADV_ESTIMATORS, AdvantageParams
+from hybridrl.algos.advantages import AdvantageParams
 from hybridrl.algos.kl_ctrl import KLController
 from hybridrl.algos.policy_losses import PolicyLossParams
 from hybridrl.config.plan import BatchPlan, total_training_steps
 from hybridrl.config.schema import RLConfig
-from hybridrl.config.validate import config_warnings, critic_batch_plan
+from hybridrl.config.validate import config_warnings, critic_batch_plan, needs_critic, needs_reference
 from hybridrl.data.dataset import RLDataset
 from hybridrl.data.sampler import PromptSampler
 from hybridrl.models.loading import (
@@ -132,10 +132,9 @@ def build_run(cfg: RLConfig, plan: BatchPlan, log=print) -> RLRun:
     val_data = dataset(d.val_files, "data.val_files", d.val_max_samples) if d.val_files else None
     prompts_per_round = d.gen_batch_size or d.train_batch_size  # dynamic sampling generates in rounds
     total = total_training_steps(len(train_data), prompts_per_round, tr.total_epochs, tr.total_training_steps)
-    needs_critic = ADV_ESTIMATORS.entry(alg.adv_estimator).meta.get("needs_critic", False)
     # The reference exists only when a KL term needs it: a frozen copy of the initial weights.
     reference = (Reference(load_causal_lm(arr.model.path), rollout.temperature, arr.ref.log_prob_micro_batch_size_per_gpu)
-                 if arr.actor.use_kl_loss or alg.use_kl_in_reward else None)
+                 if needs_reference(cfg) else None)
     crf = cfg.custom_reward_function
     custom_fn = load_function(crf.path, crf.name) if crf.path else None
     kc = alg.kl_ctrl
@@ -153,7 +152,7 @@ def build_run(cfg: RLConfig, plan: BatchPlan, log=print) -> RLRun:
         plan=plan, total_steps=total, pad_id=tokenizer.pad_token_id, train_data=train_data, val_data=val_data,
         sampler=PromptSampler(len(train_data), prompts_per_round, d.seed, d.shuffle),
         policy=_policy(cfg, plan, tokenizer, total), reference=reference,
-        critic=_critic(cfg, total) if needs_critic else None,
+        critic=_critic(cfg, total) if needs_critic(cfg) else None,
         kl_ctrl=KLController(kc.kl_coef, kc.type, kc.target_kl, kc.horizon) if alg.use_kl_in_reward else None,
         reward=RewardManager(tokenizer, OverlongBuffer(d.max_response_length, ob.len, ob.penalty_factor)
                              if ob.enable else None, custom_fn=custom_fn,
