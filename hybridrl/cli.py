@@ -89,12 +89,12 @@ def cmd_plan(args) -> None:
 
     cfg = load_config(RLConfig, args.config, args.overrides)
     print(validate_rl_config(cfg).describe())
-    print(memory_estimate(resolve_model_path(cfg.actor_rollout_ref.model.path), needs_reference(cfg), needs_critic(cfg)))
+    rm = cfg.reward_model
+    print(memory_estimate(resolve_model_path(cfg.actor_rollout_ref.model.path), needs_reference(cfg), needs_critic(cfg),
+                          resolve_model_path(rm.model.path, "reward_model.model.path") if rm.enable else None))
 
 
-def memory_estimate(model_dir: str, with_reference: bool, with_critic: bool = False) -> str:
-    """fp32 weights + grads + AdamW moments (16 bytes/param), 4 bytes/param more for a reference,
-    16 more for a critic of the same size (its head is negligible)."""
+def _param_count(model_dir: str) -> int:
     import glob
     import math
 
@@ -104,9 +104,21 @@ def memory_estimate(model_dir: str, with_reference: bool, with_critic: bool = Fa
     for path in glob.glob(f"{model_dir}/*.safetensors"):
         with safe_open(path, "pt") as f:
             params += sum(math.prod(f.get_slice(k).get_shape()) for k in f.keys())
+    return params
+
+
+def memory_estimate(model_dir: str, with_reference: bool, with_critic: bool = False,
+                    reward_model_dir: str | None = None) -> str:
+    """fp32 weights + grads + AdamW moments (16 bytes/param), 4 bytes/param more for a reference,
+    16 more for a critic of the same size (its head is negligible), 4 per reward-model param."""
+    params = _param_count(model_dir)
+    rm_params = _param_count(reward_model_dir) if reward_model_dir else 0
     per_param = 16 + (4 if with_reference else 0) + (16 if with_critic else 0)
-    extras = [name for name, on in (("the reference", with_reference), ("the critic", with_critic)) if on]
-    return (f"memory: {params / 1e6:.2f}M parameters -> ~{params * per_param / 2**30:.3f} GiB for weights, gradients, "
+    extras = [name for name, on in (("the reference", with_reference), ("the critic", with_critic),
+                                    ("the reward model", bool(reward_model_dir))) if on]
+    total = params * per_param + rm_params * 4
+    rm_text = f" (+ {rm_params / 1e6:.3f}M in the reward model)" if reward_model_dir else ""
+    return (f"memory: {params / 1e6:.2f}M parameters{rm_text} -> ~{total / 2**30:.3f} GiB for weights, gradients, "
             f"AdamW state{''.join(' and ' + e for e in extras)} (activations and KV cache come on top)")
 
 

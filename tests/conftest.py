@@ -24,6 +24,21 @@ def random_model_dir(tmp_path_factory) -> str:
 
 
 @pytest.fixture(scope="session")
+def reward_model_dir(tmp_path_factory, random_model_dir) -> str:
+    """A tiny sequence-classification reward model (random backbone and head) with the same tokenizer."""
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    out = tmp_path_factory.mktemp("reward-model")
+    torch.manual_seed(1)
+    model = AutoModelForSequenceClassification.from_pretrained(random_model_dir, num_labels=1)
+    with torch.no_grad():  # a head large enough that different responses get clearly different scores
+        model.score.weight.normal_(0, 1.0)
+    model.save_pretrained(out)
+    AutoTokenizer.from_pretrained(random_model_dir).save_pretrained(out)
+    return str(out)
+
+
+@pytest.fixture(scope="session")
 def arith_data(tmp_path_factory) -> dict[str, str]:
     return write_dataset(str(tmp_path_factory.mktemp("arith")), train_size=300, val_size=40, seed=0)
 

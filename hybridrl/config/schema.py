@@ -36,6 +36,9 @@ class DataConfig:
     filter_overlong_prompts: bool = doc(False, "drop prompts over max_prompt_length (the count is logged)")
     shuffle: bool = doc(True, "shuffle the training prompts each epoch")
     seed: int = doc(1, "seed of the training-prompt shuffle")
+    reward_fn_key: str = doc("data_source", "column whose value picks the reward scorer")
+    skip_bad_rows: bool = doc(False, "skip malformed rows (the count and the first one are logged) instead of "
+                                     "stopping at the first")
 
 
 @dataclass
@@ -178,7 +181,22 @@ class OverlongBufferConfig:
 
 
 @dataclass
+class RewardModelModelConfig:
+    path: Optional[str] = doc(None, "HF *ForSequenceClassification reward model folder (reward_model.enable=true)")
+
+
+@dataclass
 class RewardModelConfig:
+    enable: bool = doc(False, "score responses with a reward model (reward_model.model.path)")
+    model: RewardModelModelConfig = field(default_factory=RewardModelModelConfig)
+    micro_batch_size_per_gpu: int = doc(64, "responses per reward-model forward")
+    rm_weight: float = doc(1.0, "with a reward model: score = rm_weight * model score + rule_weight * rule score")
+    rule_weight: float = doc(0.0, "with a reward model: weight of the rule/custom score (0: rule scorers not called, "
+                                  "rows need no ground truth)")
+    num_workers: int = doc(2, "processes that run the rule/custom scorers (0: in the trainer process, no timeout)")
+    timeout_s: float = doc(30.0, "seconds one response's scorer may run before it is stopped and counted as failed")
+    on_error: str = doc("raise", "a scorer that raises, times out or returns NaN/inf: raise (stop, naming the sample) "
+                                 "| zero (score 0, counted in reward/errors)")
     reward_manager: str = doc("naive", "how the reward function is called: naive (per sample) | batch (once per "
                                        "batch with lists) | dapo (naive; the overlong buffer works with any)")
     overlong_buffer: OverlongBufferConfig = field(default_factory=OverlongBufferConfig)

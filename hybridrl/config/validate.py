@@ -11,6 +11,7 @@ from hybridrl.config.plan import BatchPlan, make_batch_plan
 from hybridrl.config.schema import RLConfig
 from hybridrl.data.dataset import TRUNCATION_MODES
 from hybridrl.errors import ConfigError
+from hybridrl.rewards.manager import ON_ERROR
 from hybridrl.trainer.collect import FILTER_METRICS
 from hybridrl.trainer.optim import WARMUP_STYLES
 from hybridrl.trainer.tracking import LOGGERS
@@ -24,6 +25,32 @@ def check_choice(key: str, value: str, choices: tuple[str, ...] | list[str]) -> 
         raise ConfigError(f"{key}={value!r} is not supported; valid values: {', '.join(choices)}")
 
 
+def _check_reward(cfg: RLConfig) -> None:
+    rm = cfg.reward_model
+    check_choice("reward_model.on_error", rm.on_error, ON_ERROR)
+    if rm.timeout_s <= 0:
+        raise ConfigError(f"reward_model.timeout_s={rm.timeout_s} must be > 0 seconds")
+    if rm.num_workers < 0:
+        raise ConfigError(f"reward_model.num_workers={rm.num_workers} must be >= 0 (0: score in the trainer process)")
+    if rm.enable and not rm.model.path:
+        raise ConfigError("reward_model.enable=true needs reward_model.model.path (a HF *ForSequenceClassification "
+                          "folder)")
+    if not rm.enable and (rm.model.path or rm.rule_weight != 0.0 or rm.rm_weight != 1.0):
+        raise ConfigError("reward_model.model.path, rm_weight and rule_weight apply to a reward model, which is off; "
+                          "set reward_model.enable=true, or remove them")
+    if rm.enable and rm.rule_weight == 0.0 and (cfg.custom_reward_function.path or rm.reward_manager == "batch"):
+        raise ConfigError("custom_reward_function.path is set but reward_model.rule_weight=0 ignores it when the reward "
+                          "model is on; set reward_model.rule_weight (e.g. 1.0) to add its score")
+    if rm.micro_batch_size_per_gpu < 1:
+        raise ConfigError(f"reward_model.micro_batch_size_per_gpu={rm.micro_batch_size_per_gpu} must be >= 1")
+
+
+def needs_ground_truth(cfg: RLConfig) -> bool:
+    """Rows need reward_model.ground_truth unless a reward model alone scores them."""
+    rm = cfg.reward_model
+    return not (rm.enable and rm.rule_weight == 0.0)
+
+
 def validate_rl_config(cfg: RLConfig) -> BatchPlan:
     """Raise ConfigError on the first problem; return the batch plan."""
     d, arr, alg, tr = cfg.data, cfg.actor_rollout_ref, cfg.algorithm, cfg.trainer
@@ -34,6 +61,7 @@ def validate_rl_config(cfg: RLConfig) -> BatchPlan:
     if cfg.reward_model.reward_manager == "batch" and not cfg.custom_reward_function.path:
         raise ConfigError("reward_model.reward_manager=batch calls a batched user function; set "
                           "custom_reward_function.path (and .name), or use reward_model.reward_manager=naive")
+    _check_reward(cfg)
     check_choice("actor_rollout_ref.actor.optim.warmup_style", actor.optim.warmup_style, WARMUP_STYLES)
     for name in tr.logger:
         check_choice("trainer.logger", name, LOGGERS)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass
+from typing import Optional
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -27,6 +28,7 @@ class PromptRecord:
     ground_truth: str
     index: int  # row across all files, in file order
     extra_info: dict  # the row's extra_info ({} when absent), passed to reward functions
+    messages: list[dict]  # the chat messages, for a reward model with its own chat template
 
 
 def _read_jsonl(path: str, key: str) -> tuple[list[dict], list[str]]:
@@ -38,7 +40,7 @@ def _read_jsonl(path: str, key: str) -> tuple[list[dict], list[str]]:
             try:
                 row = json.loads(line)
             except json.JSONDecodeError as e:
-                raise DataError(f"{key}: {path} line {line_no} is not valid JSON ({e.msg})") from None
+                raise DataError(f"{key}: {path} line {line_no} is not valid JSON ({e.msg}); fix or delete the line") from None
             if not isinstance(row, dict):
                 raise DataError(f"{key}: {path} line {line_no} is a JSON {type(row).__name__}, not an object")
             rows.append(row)
@@ -46,8 +48,11 @@ def _read_jsonl(path: str, key: str) -> tuple[list[dict], list[str]]:
     return rows, columns
 
 
-def read_parquet_rows(path: str, key: str, required: tuple[str, ...]) -> list[dict]:
-    """Rows of one parquet (or .jsonl) file as dicts; `key` names the config key in errors."""
+def read_rows(path: str, key: str, required: tuple[str, ...] = ()) -> list[dict]:
+    """Rows of one .parquet or .jsonl file as dicts; `key` names the config key (or flag) in errors.
+
+    A column in `required` that no row has is a file error (the wrong file, or a key to set);
+    a row that lacks a value is a row error, reported by the caller."""
     if not os.path.isfile(path):
         hint = " (create it with `hybridrl data arithmetic --output data/arithmetic`)" if "arithmetic" in path else ""
         raise DataError(f"{key}: file not found: {path}{hint}")
@@ -57,19 +62,58 @@ def read_parquet_rows(path: str, key: str, required: tuple[str, ...]) -> list[di
         try:
             table = pq.read_table(path)
         except (pa.ArrowInvalid, OSError) as e:
-            raise DataError(f"{key}: {path} is not a readable parquet file ({str(e).splitlines()[0]})") from None
+            raise DataError(f"{key}: {path} is not a readable parquet file ({str(e).splitlines()[0]}); "
+                            "give a .parquet or .jsonl file") from None
         rows, columns = table.to_pylist(), table.column_names
     missing = [c for c in required if c not in columns]
     if missing:
         raise DataError(
             f"{path}: no column {missing[0]!r} (columns: {', '.join(columns)}); "
             + ("set data.prompt_key to the column holding the chat messages" if missing[0] == required[0]
+               else "set data.reward_fn_key to the column naming the reward scorer" if missing[0] == required[1]
                else "write rows in verl's schema (data_source, prompt, reward_model.ground_truth)")
         )
     return rows
 
 
+def row_problem(row: dict, prompt_key: str, reward_fn_key: str = "data_source",
+                need_ground_truth: bool = True) -> Optional[str]:
+    """What is wrong with one RL row, with the fix; None for a good row.
+
+    The kinds: a missing key, a value of the wrong type, messages that are not a list, an
+    empty prompt."""
+    messages = row.get(prompt_key)
+    if messages is None:
+        return f"no {prompt_key!r} value; give every row its chat messages (or set data.prompt_key)"
+    if not isinstance(messages, list):
+        return (f"{prompt_key!r} is a {type(messages).__name__} ({str(messages)[:40]!r}), not a list of chat messages; "
+                f"write [{{'role': 'user', 'content': ...}}]")
+    if not messages:
+        return f"{prompt_key!r} is an empty list; give at least one message"
+    for j, m in enumerate(messages):
+        if not (isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)):
+            return f"{prompt_key!r} message {j} is {str(m)[:60]!r}, not {{'role': str, 'content': str}}"
+    if not any(m["content"].strip() for m in messages):
+        return f"{prompt_key!r} has only empty messages; give the prompt text"
+    source = row.get(reward_fn_key)
+    if source is None:
+        return f"no {reward_fn_key!r} value; name the reward scorer of every row (data.reward_fn_key)"
+    if not isinstance(source, str) or not source:
+        return f"{reward_fn_key!r} is {source!r}, not a non-empty string naming the reward scorer"
+    info = row.get("extra_info")
+    if info is not None and not isinstance(info, dict):
+        return f"extra_info is a {type(info).__name__}, not a dict; write a dict or leave it out"
+    if need_ground_truth:
+        rm = row.get("reward_model")
+        if not isinstance(rm, dict) or rm.get("ground_truth") is None:
+            return "no reward_model.ground_truth; give each row {'reward_model': {'ground_truth': ...}}"
+        if not isinstance(rm["ground_truth"], (str, int, float)):
+            return f"reward_model.ground_truth is a {type(rm['ground_truth']).__name__}; write a string"
+    return None
+
+
 def messages_of(row: dict, prompt_key: str, path: str, i: int) -> list[dict]:
+    """The row's chat messages, or a DataError naming the file and row (SFT rows)."""
     messages = row[prompt_key]
     ok = isinstance(messages, list) and messages and all(
         isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str) for m in messages
@@ -82,13 +126,6 @@ def messages_of(row: dict, prompt_key: str, path: str, i: int) -> list[dict]:
     return messages
 
 
-def ground_truth_of(row: dict, path: str, i: int) -> str:
-    rm = row["reward_model"]
-    if not isinstance(rm, dict) or rm.get("ground_truth") is None:
-        raise DataError(f"{path} row {i}: reward_model.ground_truth is missing")
-    return str(rm["ground_truth"])
-
-
 def encode_prompts(tokenizer, conversations: list[list[dict]]) -> list[list[int]]:
     """Apply the chat template (with the generation prompt) and tokenize, without extra BOS."""
     texts = [tokenizer.apply_chat_template(c, add_generation_prompt=True, tokenize=False) for c in conversations]
@@ -96,32 +133,54 @@ def encode_prompts(tokenizer, conversations: list[list[dict]]) -> list[list[int]
 
 
 class RLDataset:
-    """All prompts of the given files, tokenized; overlong prompts handled per `truncation`."""
+    """All prompts of the given files, tokenized; overlong prompts handled per `truncation`.
+
+    A malformed row is an error naming file, row and fix, or, with `skip_bad_rows`, skipped
+    and counted (`num_bad`, `first_bad`): never dropped silently."""
 
     def __init__(self, files: list[str], tokenizer, prompt_key: str, max_prompt_length: int,
                  truncation: str = "error", filter_overlong_prompts: bool = False, key: str = "data.train_files",
-                 max_samples: int = -1):
+                 max_samples: int = -1, reward_fn_key: str = "data_source", skip_bad_rows: bool = False,
+                 need_ground_truth: bool = True):
         if not files:
             raise DataError(f"{key} is empty; give at least one parquet file")
         self.records: list[PromptRecord] = []
-        self.num_filtered = 0
-        taken = 0
+        self.num_filtered = self.num_bad = 0
+        self.first_bad: Optional[str] = None  # "<file> row <i>: <problem>" of the first skipped row
+        taken = offset = 0  # offset: rows in the files before this one
         for path in files:
-            rows = read_parquet_rows(path, key, required=(prompt_key, "data_source", "reward_model"))
-            if max_samples >= 0:  # the first max_samples rows over all files, in order
-                rows = rows[:max_samples - taken]
-                taken += len(rows)
-            ids = encode_prompts(tokenizer, [messages_of(r, prompt_key, path, i) for i, r in enumerate(rows)])
-            for i, (row, prompt_ids) in enumerate(zip(rows, ids)):
+            required = (prompt_key, reward_fn_key) + (("reward_model",) if need_ground_truth else ())
+            rows = read_rows(path, key, required)
+            good = []
+            for i, r in enumerate(rows):
+                if 0 <= max_samples <= taken:  # the first max_samples good rows over all files, in order
+                    break
+                problem = row_problem(r, prompt_key, reward_fn_key, need_ground_truth)
+                if problem is None:
+                    good.append((i, r))
+                    taken += 1
+                    continue
+                where = f"{path} row {i}: {problem}"
+                if not skip_bad_rows:
+                    raise DataError(f"{where}. Fix the row, or set data.skip_bad_rows=true to skip bad rows "
+                                    "(their count is reported)")
+                self.num_bad += 1
+                self.first_bad = self.first_bad or where
+            ids = encode_prompts(tokenizer, [r[prompt_key] for _, r in good]) if good else []
+            for (i, row), prompt_ids in zip(good, ids):
                 if len(prompt_ids) > max_prompt_length:
                     if filter_overlong_prompts:
                         self.num_filtered += 1
                         continue
                     prompt_ids = self._truncate(prompt_ids, max_prompt_length, truncation, path, i)
-                self.records.append(PromptRecord(prompt_ids, str(row["data_source"]), ground_truth_of(row, path, i),
-                                                 len(self.records) + self.num_filtered, row.get("extra_info") or {}))
+                rm = row.get("reward_model")
+                truth = rm.get("ground_truth") if isinstance(rm, dict) else None
+                self.records.append(PromptRecord(prompt_ids, row[reward_fn_key], "" if truth is None else str(truth),
+                                                 offset + i, row.get("extra_info") or {}, row[prompt_key]))
+            offset += len(rows)
         if not self.records:
-            raise DataError(f"{key}: no prompts left (all {self.num_filtered} are over data.max_prompt_length={max_prompt_length})")
+            raise DataError(f"{key}: no prompts left ({self.num_filtered} over data.max_prompt_length="
+                            f"{max_prompt_length}, {self.num_bad} bad rows skipped)")
 
     @staticmethod
     def _truncate(ids: list[int], limit: int, mode: str, path: str, i: int) -> list[int]:
@@ -147,4 +206,4 @@ class RLDataset:
             ids[row, width - len(r.prompt_ids):] = torch.tensor(r.prompt_ids)
             mask[row, width - len(r.prompt_ids):] = 1
         return PromptBatch(ids, mask, [r.data_source for r in recs], [r.ground_truth for r in recs],
-                           [r.index for r in recs], [r.extra_info for r in recs])
+                           [r.index for r in recs], [r.extra_info for r in recs], [r.messages for r in recs])

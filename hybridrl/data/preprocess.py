@@ -4,7 +4,6 @@ parquet schema: data_source, chat-message prompt, ability, reward_model.ground_t
 from __future__ import annotations
 
 import glob
-import json
 import os
 import re
 from typing import Callable, Iterable
@@ -12,6 +11,7 @@ from typing import Callable, Iterable
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from hybridrl.data.dataset import read_rows
 from hybridrl.errors import HybridRLError
 from hybridrl.rewards.scorers.math_answer import last_boxed
 
@@ -20,23 +20,6 @@ MATH_SOURCE = "HuggingFaceH4/MATH-500"
 GSM8K_INSTRUCTION = 'Let\'s think step by step and output the final answer after "####".'
 MATH_INSTRUCTION = "Let's think step by step and output the final answer within \\boxed{}."
 GSM8K_FINAL = re.compile(r"#### (\-?[0-9\.\,]+)")
-
-
-def read_records(path: str) -> list[dict]:
-    """Rows of one .jsonl or .parquet file, as dicts."""
-    if path.endswith(".parquet"):
-        return pq.read_table(path).to_pylist()
-    if path.endswith(".jsonl"):
-        rows = []
-        with open(path, encoding="utf-8") as f:
-            for line_no, line in enumerate(f, 1):
-                if line.strip():
-                    try:
-                        rows.append(json.loads(line))
-                    except json.JSONDecodeError as e:
-                        raise HybridRLError(f"{path}:{line_no}: not valid JSON ({e.msg}); fix or delete the line") from e
-        return rows
-    raise HybridRLError(f"{path}: expected a .jsonl or .parquet file")
 
 
 def split_files(input_path: str) -> dict[str, str]:
@@ -101,7 +84,7 @@ def convert(dataset: str, input_path: str, output_dir: str) -> dict[str, str]:
     os.makedirs(output_dir, exist_ok=True)
     paths = {}
     for split, path in split_files(input_path).items():
-        records: Iterable[dict] = read_records(path)
+        records: Iterable[dict] = read_rows(path, "--input")
         rows = [to_row(r, split, i, f"{path} row {i}") for i, r in enumerate(records)]
         paths[split] = os.path.join(output_dir, f"{split}.parquet")
         pq.write_table(pa.Table.from_pylist(rows), paths[split])

@@ -66,6 +66,29 @@ def load_value_model(path: str, key: str, device: str = "cpu", dtype: torch.dtyp
     return model.to(device)
 
 
+def load_reward_model(path: str, key: str = "reward_model.model.path", device: str = "cpu",
+                      dtype: torch.dtype = torch.float32):
+    """A trained HF *ForSequenceClassification reward model with one output.
+
+    A checkpoint of another kind (a plain causal LM) is refused: transformers would give it a
+    random `score` head and the run would train on noise."""
+    from transformers import AutoConfig, AutoModelForSequenceClassification
+
+    folder = resolve_model_path(path, key)
+    config = AutoConfig.from_pretrained(folder)
+    archs = config.architectures or []
+    if not any(a.endswith("ForSequenceClassification") for a in archs):
+        raise ConfigError(f"{key}={path!r} is a {', '.join(archs) or 'model without architectures'} checkpoint, not a "
+                          "trained *ForSequenceClassification reward model; its score head would be random")
+    if config.num_labels != 1:
+        raise ConfigError(f"{key}={path!r} has {config.num_labels} labels; a reward model outputs one scalar (num_labels=1)")
+    model = AutoModelForSequenceClassification.from_pretrained(folder, dtype=dtype)
+    if not isinstance(getattr(model, "score", None), torch.nn.Module):
+        raise ConfigError(f"{key}={path!r}: {archs[0]} has no `score` head; use a decoder reward model "
+                          "(Llama, Qwen2, Mistral, GPT-2 ... *ForSequenceClassification)")
+    return model.to(device).eval().requires_grad_(False)
+
+
 def eos_token_ids(model, tokenizer) -> list[int]:
     """Tokens that end a response: the generation config's EOS ids plus the tokenizer's."""
     ids = model.generation_config.eos_token_id if model.generation_config is not None else None

@@ -1,8 +1,8 @@
 """User reward functions written for verl, loaded from a file and used unchanged.
 
 Per sample (verl's default): `compute_score(data_source, solution_str, ground_truth,
-extra_info=None, **kwargs) -> float | dict` (a dict has "score"; its other numeric keys are
-logged as extras). Batched (`reward_model.reward_manager=batch`):
+extra_info=None, **kwargs) -> float | dict` (a dict has "score"; its other keys are kept per
+sample, and the numeric ones are logged as extras). Batched (`reward_model.reward_manager=batch`):
 `compute_score(data_sources, solution_strs, ground_truths, extra_infos, **kwargs) -> list`.
 """
 
@@ -33,14 +33,15 @@ def load_function(path: str, name: str) -> Callable[..., Any]:
     return fn
 
 
-def split_result(value: Any, where: str) -> tuple[float, dict[str, float]]:
-    """(score, numeric extras) of a reward function's return value."""
+def split_result(value: Any) -> tuple[float, dict[str, Any]]:
+    """(score, extras) of a reward function's return value; extras are the dict's other keys."""
     if isinstance(value, dict):
         if "score" not in value:
-            raise ValueError(f"{where}: returned a dict without a 'score' key (keys: {sorted(value)})")
-        extras = {k: float(v) for k, v in value.items()
-                  if k != "score" and isinstance(v, (int, float, bool))}
-        return float(value["score"]), extras
-    if isinstance(value, (int, float, bool)):
+            raise ValueError(f"returned a dict without a 'score' key (keys: {sorted(value)})")
+        score = value["score"]
+        if not isinstance(score, (int, float)):
+            raise ValueError(f"returned 'score' of type {type(score).__name__}; make it a float")
+        return float(score), {k: v for k, v in value.items() if k != "score"}
+    if isinstance(value, (int, float)):  # bool included
         return float(value), {}
-    raise ValueError(f"{where}: returned {type(value).__name__}; return a float or a dict with 'score'")
+    raise ValueError(f"returned {type(value).__name__}; return a float or a dict with 'score'")

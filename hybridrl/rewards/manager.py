@@ -1,20 +1,27 @@
-"""Turn rollouts into rewards: decode each response, score it by its data_source, apply reward
-shaping (DAPO's overlong buffer), and place the sequence reward on the last response token."""
+"""Turn rollouts into rewards: decode each response, score it (rule scorers by data_source or one
+user function, in a process pool with a per-sample timeout; and/or a reward model), apply reward
+shaping (DAPO's overlong buffer), and place the sequence reward on the last response token.
+
+A scorer that raises, hangs or returns NaN/inf stops the run with the sample named
+(`reward_model.on_error=raise`), or scores 0 and is counted in `reward/errors` (`zero`).
+Never a silent NaN.
+"""
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 import torch
 from torch import Tensor
 
 from hybridrl.batch import Rollout
 from hybridrl.errors import HybridRLError
-from hybridrl.rewards.custom import split_result
+from hybridrl.rewards.pool import FunctionRef, Scored, ScoringPool
 from hybridrl.rewards.scorers import SCORERS
 from hybridrl.rewards.shaping import overlong_penalty
+
+ON_ERROR = ("raise", "zero")
 
 
 @dataclass(frozen=True)
@@ -24,12 +31,22 @@ class OverlongBuffer:
     penalty_factor: float
 
 
+@dataclass(frozen=True)
+class RewardSettings:
+    on_error: str = "raise"  # ON_ERROR: a failed sample stops the run, or scores 0 and is counted
+    overlong: Optional[OverlongBuffer] = None  # DAPO's soft overlong punishment; None when off
+    rm_weight: float = 1.0  # with a reward model: score = rm_weight * rm + rule_weight * rule
+    rule_weight: float = 0.0  # ... 0: the rule scorers are not called (verl: the reward model replaces them)
+
+
 @dataclass
 class RewardOutput:
-    scores: Tensor  # [N] the scorers' values (accuracy for rule scorers); what validation reports
+    scores: Tensor  # [N] the score before shaping (rule accuracy, or the reward-model mix); what validation reports
     rewards: Tensor  # [N] the sequence reward trained on: scores + shaping penalties
     overlong_penalty: Tensor  # [N] <= 0, included in `rewards`; all 0 when the buffer is off
-    extras: dict[str, Tensor] = field(default_factory=dict)  # name -> [N], numeric extras every sample returned
+    errors: Tensor  # [N] bool, True where the scorer failed and the score was set to 0 (on_error=zero)
+    extras: dict[str, Tensor] = field(default_factory=dict)  # name -> [N]: numeric extras (acc, rm_score, ...)
+    details: list[dict[str, Any]] = field(default_factory=list)  # [N] every extra as returned (pred, ...), plus error
 
 
 def on_last_token(values: Tensor, response_mask: Tensor) -> Tensor:
@@ -40,51 +57,66 @@ def on_last_token(values: Tensor, response_mask: Tensor) -> Tensor:
     return out * response_mask
 
 
-class RewardManager:
-    """Scores with the built-in scorer of each row's data_source, or with one user function for
-    all rows (`custom_fn`, per sample or `batched`)."""
+def _numeric_extras(results: list[Scored]) -> dict[str, Tensor]:
+    """Extras that every successful sample returned as a number, 0 for failed samples."""
+    ok = [r.extras for r in results if r.error is None]
+    keys = set.intersection(*(set(e) for e in ok)) if ok else set()
+    keys = {k for k in keys if all(isinstance(e[k], (int, float)) for e in ok)}
+    return {k: torch.tensor([float(r.extras[k]) if r.error is None else 0.0 for r in results]) for k in sorted(keys)}
 
-    def __init__(self, tokenizer, overlong: Optional[OverlongBuffer] = None,
-                 custom_fn: Optional[Callable[..., Any]] = None, batched: bool = False):
-        self.tokenizer, self.overlong = tokenizer, overlong
-        self.custom_fn, self.batched = custom_fn, batched
+
+class RewardManager:
+    """Scores with the built-in scorer of each row's data_source or one user function (`pool`),
+    and/or a reward model (`reward_model`, see workers/reward_model.py)."""
+
+    def __init__(self, tokenizer, pool: Optional[ScoringPool] = None, settings: RewardSettings = RewardSettings(),
+                 reward_model=None):
+        self.tokenizer, self.settings, self.reward_model = tokenizer, settings, reward_model
+        self.pool = pool or ScoringPool(FunctionRef(), num_workers=0, timeout_s=0.0)
+        self.use_rules = reward_model is None or settings.rule_weight != 0
 
     def decode(self, rollout: Rollout) -> list[str]:
         ids = [row[mask.bool()].tolist() for row, mask in zip(rollout.response_ids, rollout.response_mask)]
         return self.tokenizer.batch_decode(ids, skip_special_tokens=True)
 
-    def _call(self, texts: list[str], rollout: Rollout) -> list[Any]:
+    def _rule_scores(self, rollout: Rollout, texts: list[str]) -> list[Scored]:
         p = rollout.prompts
+        if self.pool.ref.path is None:  # an unknown data_source is a config error, not a per-sample failure
+            for source in sorted(set(p.data_source)):
+                SCORERS.get(source)
         infos = p.extra_info if p.extra_info is not None else [{} for _ in texts]
-        if self.custom_fn is not None and self.batched:
-            values = list(self.custom_fn(data_sources=p.data_source, solution_strs=texts, ground_truths=p.ground_truth,
-                                         extra_infos=infos))
-            if len(values) != len(texts):
-                raise HybridRLError(f"the batched reward function returned {len(values)} results for {len(texts)} "
-                                    "responses; return one per response")
-            return values
-        return [(self.custom_fn or SCORERS.get(src))(src, text, truth, extra_info=info)
-                for src, text, truth, info in zip(p.data_source, texts, p.ground_truth, infos)]
+        results = self.pool.score(list(p.data_source), texts, list(p.ground_truth), infos)
+        failed = [i for i, r in enumerate(results) if r.error is not None]
+        if failed and self.settings.on_error == "raise":
+            i = failed[0]
+            raise HybridRLError(
+                f"the reward function failed on {len(failed)} of {len(texts)} responses; first: response {i} "
+                f"(data_source={p.data_source[i]!r}, dataset row {p.index[i]}, response {texts[i][:60]!r}): "
+                f"{results[i].error}. Fix the function, or set reward_model.on_error=zero to score failures 0 "
+                "and count them (reward/errors)")
+        return results
 
     def score(self, rollout: Rollout) -> RewardOutput:
-        texts = self.decode(rollout)
-        scores, extras = [], []
-        for i, value in enumerate(self._call(texts, rollout)):
-            source = rollout.prompts.data_source[i]
-            try:
-                score, extra = split_result(value, f"scorer for data_source={source!r} on sample {i}")
-            except ValueError as e:
-                raise HybridRLError(str(e)) from None
-            if not math.isfinite(score):
-                raise HybridRLError(f"scorer for data_source={source!r} returned {score} for sample {i} ({texts[i][:60]!r})")
-            scores.append(score)
-            extras.append(extra)
-        score_t = torch.tensor(scores, dtype=torch.float32)
-        common = set.intersection(*(set(e) for e in extras)) if extras else set()
-        penalty = torch.zeros_like(score_t)
-        if self.overlong is not None:
-            o = self.overlong
+        texts, n = self.decode(rollout), len(rollout.uid)
+        s = self.settings
+        results = self._rule_scores(rollout, texts) if self.use_rules else [Scored(0.0, {})] * n
+        rule = torch.tensor([r.score for r in results], dtype=torch.float32)
+        extras = _numeric_extras(results) if self.use_rules else {}
+        scores = rule
+        if self.reward_model is not None:
+            rm = self.reward_model.scores(rollout, texts)
+            extras["rm_score"] = rm
+            if self.use_rules:
+                extras["rule_score"] = rule
+            scores = s.rm_weight * rm + s.rule_weight * rule
+        penalty = torch.zeros_like(scores)
+        if s.overlong is not None:
+            o = s.overlong
             penalty = overlong_penalty(rollout.response_mask.sum(-1), o.max_response_length, o.buffer_len,
                                        o.penalty_factor)
-        return RewardOutput(scores=score_t, rewards=score_t + penalty, overlong_penalty=penalty,
-                            extras={k: torch.tensor([e[k] for e in extras]) for k in sorted(common)})
+        details = [dict(r.extras, **({"error": r.error} if r.error else {})) for r in results]
+        return RewardOutput(scores=scores, rewards=scores + penalty, overlong_penalty=penalty,
+                            errors=torch.tensor([r.error is not None for r in results]), extras=extras, details=details)
+
+    def close(self) -> None:
+        self.pool.close()

@@ -14,18 +14,25 @@ from hybridrl.algos.kl_ctrl import KLController
 from hybridrl.algos.policy_losses import PolicyLossParams
 from hybridrl.config.plan import BatchPlan, total_training_steps
 from hybridrl.config.schema import RLConfig
-from hybridrl.config.validate import config_warnings, critic_batch_plan, needs_critic, needs_reference
+from hybridrl.config.validate import (
+    config_warnings,
+    critic_batch_plan,
+    needs_critic,
+    needs_ground_truth,
+    needs_reference,
+)
 from hybridrl.data.dataset import RLDataset
 from hybridrl.data.sampler import PromptSampler
 from hybridrl.models.loading import (
     check_context_length,
     eos_token_ids,
     load_causal_lm,
+    load_reward_model,
     load_tokenizer,
     load_value_model,
 )
-from hybridrl.rewards.custom import load_function
-from hybridrl.rewards.manager import OverlongBuffer, RewardManager
+from hybridrl.rewards.manager import OverlongBuffer, RewardManager, RewardSettings
+from hybridrl.rewards.pool import FunctionRef, ScoringPool
 from hybridrl.rollout.base import SamplingParams
 from hybridrl.rollout.hf import HFRolloutEngine
 from hybridrl.trainer.collect import GroupFilter
@@ -34,6 +41,7 @@ from hybridrl.trainer.tracking import Tracker
 from hybridrl.workers.critic import Critic, CriticSettings
 from hybridrl.workers.policy import Policy, UpdateSettings
 from hybridrl.workers.reference import Reference
+from hybridrl.workers.reward_model import RewardModel
 
 
 @dataclass(frozen=True)
@@ -114,6 +122,19 @@ def _critic(cfg: RLConfig, total: int) -> Critic:
     return Critic(module, optimizer, scheduler, settings, seed=cfg.trainer.seed)
 
 
+def _reward(cfg: RLConfig, tokenizer) -> RewardManager:
+    rm, crf, ob = cfg.reward_model, cfg.custom_reward_function, cfg.reward_model.overlong_buffer
+    model = None
+    if rm.enable:
+        model = RewardModel(load_reward_model(rm.model.path), load_tokenizer(rm.model.path), tokenizer,
+                            rm.micro_batch_size_per_gpu)
+    settings = RewardSettings(
+        on_error=rm.on_error, rm_weight=rm.rm_weight, rule_weight=rm.rule_weight,
+        overlong=OverlongBuffer(cfg.data.max_response_length, ob.len, ob.penalty_factor) if ob.enable else None)
+    ref = FunctionRef(crf.path, crf.name, batched=rm.reward_manager == "batch")
+    return RewardManager(tokenizer, ScoringPool(ref, rm.num_workers, rm.timeout_s), settings, model)
+
+
 def build_run(cfg: RLConfig, plan: BatchPlan, log=print) -> RLRun:
     d, arr, alg, tr = cfg.data, cfg.actor_rollout_ref, cfg.algorithm, cfg.trainer
     rollout = arr.rollout
@@ -123,9 +144,11 @@ def build_run(cfg: RLConfig, plan: BatchPlan, log=print) -> RLRun:
 
     def dataset(files: list[str], key: str, max_samples: int) -> RLDataset:
         data = RLDataset(files, tokenizer, d.prompt_key, d.max_prompt_length, d.truncation, d.filter_overlong_prompts, key,
-                         max_samples)
+                         max_samples, d.reward_fn_key, d.skip_bad_rows, needs_ground_truth(cfg))
         if data.num_filtered:
             log(f"{key}: dropped {data.num_filtered} prompts over data.max_prompt_length={d.max_prompt_length}")
+        if data.num_bad:
+            log(f"{key}: skipped {data.num_bad} bad rows (data.skip_bad_rows=true); first: {data.first_bad}")
         return data
 
     train_data = dataset(d.train_files, "data.train_files", d.train_max_samples)
@@ -135,10 +158,7 @@ def build_run(cfg: RLConfig, plan: BatchPlan, log=print) -> RLRun:
     # The reference exists only when a KL term needs it: a frozen copy of the initial weights.
     reference = (Reference(load_causal_lm(arr.model.path), rollout.temperature, arr.ref.log_prob_micro_batch_size_per_gpu)
                  if needs_reference(cfg) else None)
-    crf = cfg.custom_reward_function
-    custom_fn = load_function(crf.path, crf.name) if crf.path else None
     kc = alg.kl_ctrl
-    ob = cfg.reward_model.overlong_buffer
     fg = alg.filter_groups
 
     run_dir = tr.default_local_dir
@@ -154,9 +174,7 @@ def build_run(cfg: RLConfig, plan: BatchPlan, log=print) -> RLRun:
         policy=_policy(cfg, plan, tokenizer, total), reference=reference,
         critic=_critic(cfg, total) if needs_critic(cfg) else None,
         kl_ctrl=KLController(kc.kl_coef, kc.type, kc.target_kl, kc.horizon) if alg.use_kl_in_reward else None,
-        reward=RewardManager(tokenizer, OverlongBuffer(d.max_response_length, ob.len, ob.penalty_factor)
-                             if ob.enable else None, custom_fn=custom_fn,
-                             batched=cfg.reward_model.reward_manager == "batch"),
+        reward=_reward(cfg, tokenizer),
         tracker=Tracker(tr.logger, run_dir),
         sampling=SamplingParams(d.max_response_length, rollout.temperature, rollout.top_p, rollout.top_k, rollout.do_sample),
         val_sampling=SamplingParams(d.max_response_length, vk.temperature, vk.top_p, vk.top_k, vk.do_sample),

@@ -48,6 +48,7 @@ def data_metrics(rollout: Rollout, reward: RewardOutput, token_rewards: Tensor, 
         "response_length/clip_ratio": (lengths >= max_response_length).float().mean().item(),
         **_stats("prompt_length", rollout.prompts.attention_mask.sum(-1)),
         "reward/accuracy": reward.scores.mean().item(),  # the scorers' values before shaping
+        "reward/errors": float(reward.errors.sum()),  # responses whose scorer failed (on_error=zero scored them 0)
     }
     if bool((reward.overlong_penalty != 0).any()):
         out["reward/overlong_penalty/mean"] = reward.overlong_penalty.mean().item()

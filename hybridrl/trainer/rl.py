@@ -42,6 +42,13 @@ class RLTrainer:
         self.estimator = ADV_ESTIMATORS.entry(run.loop.adv_estimator)
 
     def fit(self) -> RunSummary:
+        try:
+            return self._fit()
+        finally:  # the scoring processes and loggers, also when a step raises
+            self.r.reward.close()
+            self.r.tracker.close()
+
+    def _fit(self) -> RunSummary:
         wall, cpu = time.perf_counter(), time.process_time()
         before = self.validate() if self.r.loop.val_before_train else {}
         if before:
@@ -56,7 +63,6 @@ class RLTrainer:
                     after = self.validate()
                 metrics.update(after)
             self.r.tracker.log(metrics, step)
-        self.r.tracker.close()
         return RunSummary(self.r.total_steps, mean_val_score(before), mean_val_score(after),
                           time.perf_counter() - wall, time.process_time() - cpu)
 

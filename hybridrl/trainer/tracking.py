@@ -45,5 +45,7 @@ class Tracker:
 def format_line(metrics: dict[str, float], step: int) -> str:
     parts = [f"step {step}"]
     parts += [f"{label}={metrics[key]:.4g}" for key, label in CONSOLE_KEYS if key in metrics]
+    if metrics.get("reward/errors"):  # scorer failures scored 0 (reward_model.on_error=zero): never unnoticed
+        parts.append(f"reward_errors={metrics['reward/errors']:.0f}")
     parts += [f"{key}={value:.4g}" for key, value in metrics.items() if key.startswith("val-core/")]
     return " | ".join(parts)

@@ -16,6 +16,7 @@ def validate(engine: RolloutEngine, data: RLDataset, reward: RewardManager, samp
     scores: dict[str, list[float]] = defaultdict(list)
     extras: dict[tuple[str, str], list[float]] = defaultdict(list)
     lengths: list[float] = []
+    errors = 0
     for start in range(0, len(data), batch_size):
         prompts = data.collate(list(range(start, min(start + batch_size, len(data)))), pad_id)
         rollout = generate_rollout(engine, prompts, n, sampling)
@@ -25,9 +26,11 @@ def validate(engine: RolloutEngine, data: RLDataset, reward: RewardManager, samp
             for key, values in out.extras.items():
                 extras[(source, key)].append(float(values[i]))
         lengths += rollout.response_mask.sum(-1).float().tolist()
+        errors += int(out.errors.sum())
     metrics = {f"val-core/{src}/reward/mean@{n}": sum(v) / len(v) for src, v in sorted(scores.items())}
     metrics.update({f"val-aux/{src}/{key}/mean@{n}": sum(v) / len(v) for (src, key), v in sorted(extras.items())})
     metrics["val-aux/response_length/mean"] = sum(lengths) / len(lengths)
+    metrics["val-aux/reward/errors"] = float(errors)
     return metrics
 
 

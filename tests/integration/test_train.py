@@ -131,3 +131,12 @@ def test_plan_counts_the_critic_and_the_reference():
     assert "AdamW state and the reference and the critic" in ppo
     gib = [float(out.split("~")[1].split(" GiB")[0]) for out in (plain, ppo)]
     assert abs(gib[1] / gib[0] - 36 / 16) < 0.05
+
+
+def test_plan_counts_the_reward_model(reward_model_dir):
+    from hybridrl.cli import _param_count
+
+    plain = cli("plan").stdout
+    with_rm = cli("plan", "reward_model.enable=true", f"reward_model.model.path={reward_model_dir}").stdout
+    assert "AdamW state and the reward model" in with_rm and "and the reward model" not in plain
+    assert f"memory: 3.50M parameters (+ {_param_count(reward_model_dir) / 1e6:.3f}M in the reward model)" in with_rm

@@ -170,6 +170,13 @@ def test_critic_batch_sizes_default_to_the_actors_and_errors_name_critic_keys():
     (["data.gen_batch_size=64"], r"data\.gen_batch_size only applies to dynamic sampling"),
     (["reward_model.overlong_buffer.enable=true", "reward_model.overlong_buffer.len=8"],
      r"overlong_buffer\.len=8 must be in \[1, data\.max_response_length\) = \[1, 8\)"),
+    (["reward_model.on_error=skip"], r"reward_model\.on_error='skip' is not supported; valid values: raise, zero"),
+    (["reward_model.timeout_s=0"], r"reward_model\.timeout_s=0\.0 must be > 0 seconds"),
+    (["reward_model.num_workers=-1"], r"reward_model\.num_workers=-1 must be >= 0"),
+    (["reward_model.enable=true"], r"reward_model\.enable=true needs reward_model\.model\.path"),
+    (["reward_model.rule_weight=1"], r"apply to a reward model, which is off; set reward_model\.enable=true"),
+    (["reward_model.enable=true", "reward_model.model.path=rm", "custom_reward_function.path=f.py"],
+     r"reward_model\.rule_weight=0 ignores it .*set reward_model\.rule_weight"),
 ])
 def test_algorithm_settings_errors(overrides, message):
     with pytest.raises(ConfigError, match=message):

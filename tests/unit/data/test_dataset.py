@@ -52,10 +52,66 @@ def test_missing_prompt_column_lists_columns_and_fix(tmp_path, tok):
         RLDataset([path], tok, "prompt", 64)
 
 
-def test_malformed_messages_name_the_row(tmp_path, tok):
-    path = write_rows(tmp_path / "a.parquet", [row(), {**row(), "prompt": []}])
-    with pytest.raises(DataError, match=r"a.parquet row 1: column 'prompt' must be a non-empty list"):
+BAD_ROWS = {  # kind -> (the row, what the error must say)
+    "missing prompt": ({"data_source": "arithmetic", "reward_model": {"ground_truth": "3"}},
+                       r"no 'prompt' value; give every row its chat messages"),
+    "missing data_source": ({"prompt": [{"role": "user", "content": "hi"}], "reward_model": {"ground_truth": "3"}},
+                            r"no 'data_source' value; name the reward scorer"),
+    "missing ground truth": ({"data_source": "arithmetic", "prompt": [{"role": "user", "content": "hi"}],
+                              "reward_model": {"style": "rule"}}, r"no reward_model.ground_truth"),
+    "wrong type data_source": ({**row(), "data_source": 7}, r"'data_source' is 7, not a non-empty string"),
+    "wrong type message": ({**row(), "prompt": [{"role": "user", "content": 5}]},
+                           r"'prompt' message 0 is .*not \{'role': str, 'content': str\}"),
+    "wrong type extra_info": ({**row(), "extra_info": "x"}, r"extra_info is a str, not a dict"),
+    "empty prompt": ({**row(), "prompt": [{"role": "user", "content": "  "}]}, r"'prompt' has only empty messages"),
+    "empty message list": ({**row(), "prompt": []}, r"'prompt' is an empty list"),
+    "non-list messages": ({**row(), "prompt": "What is 1+2?"},
+                          r"'prompt' is a str \('What is 1\+2\?'\), not a list of chat messages"),
+}
+
+
+def write_jsonl(path, rows):
+    import json
+
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return str(path)
+
+
+@pytest.mark.parametrize("kind", sorted(BAD_ROWS))
+def test_each_bad_row_kind_names_file_row_and_fix(tmp_path, tok, kind):
+    bad, says = BAD_ROWS[kind]
+    path = write_jsonl(tmp_path / "a.jsonl", [row(), bad, row("What is 2+2?", "4")])
+    with pytest.raises(DataError, match=r"a\.jsonl row 1: " + says + r".*set data.skip_bad_rows=true"):
         RLDataset([path], tok, "prompt", 64)
+    data = RLDataset([path], tok, "prompt", 64, skip_bad_rows=True)
+    assert data.num_bad == 1 and data.first_bad.startswith(f"{path} row 1: ")
+    assert [r.ground_truth for r in data.records] == ["3", "4"] and [r.index for r in data.records] == [0, 2]
+
+
+def test_bad_rows_in_parquet_and_max_samples_counts_good_rows(tmp_path, tok):
+    path = write_rows(tmp_path / "a.parquet", [row(), {**row(), "prompt": []}, row("What is 2+2?", "4")])
+    data = RLDataset([path], tok, "prompt", 64, skip_bad_rows=True, max_samples=2)
+    assert [r.ground_truth for r in data.records] == ["3", "4"] and data.num_bad == 1
+
+
+def test_only_bad_rows_is_an_error_with_the_counts(tmp_path, tok):
+    path = write_jsonl(tmp_path / "a.jsonl", [{**row(), "prompt": []}])
+    with pytest.raises(DataError, match=r"no prompts left \(0 over data.max_prompt_length=64, 1 bad rows skipped\)"):
+        RLDataset([path], tok, "prompt", 64, skip_bad_rows=True)
+
+
+def test_reward_fn_key_picks_the_scorer_column(tmp_path, tok):
+    path = write_rows(tmp_path / "a.parquet", [{**row(), "data_source": "ignored", "task": "arithmetic"}])
+    data = RLDataset([path], tok, "prompt", 64, reward_fn_key="task")
+    assert data.records[0].data_source == "arithmetic"
+    with pytest.raises(DataError, match=r"no column 'kind' .*set data.reward_fn_key"):
+        RLDataset([path], tok, "prompt", 64, reward_fn_key="kind")
+
+
+def test_ground_truth_optional_for_reward_model_runs(tmp_path, tok):
+    path = write_rows(tmp_path / "a.parquet", [{"data_source": "hh", "prompt": [{"role": "user", "content": "hi"}]}])
+    data = RLDataset([path], tok, "prompt", 64, need_ground_truth=False)
+    assert data.records[0].ground_truth == "" and data.records[0].messages == [{"role": "user", "content": "hi"}]
 
 
 def test_overlong_prompt_with_truncation_error(tmp_path, tok):

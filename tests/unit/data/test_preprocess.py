@@ -56,7 +56,7 @@ def test_bad_input_rows_name_the_file_and_row(tmp_path):
     with pytest.raises(HybridRLError, match=r"row 0: field 'question' is missing or not a non-empty string"):
         convert("gsm8k", str(bad), str(tmp_path / "out"))
     bad.write_text("{not json\n")
-    with pytest.raises(HybridRLError, match=r"test\.jsonl:1: not valid JSON"):
+    with pytest.raises(HybridRLError, match=r"test\.jsonl line 1 is not valid JSON .*; fix or delete the line"):
         convert("gsm8k", str(bad), str(tmp_path / "out"))
 
 

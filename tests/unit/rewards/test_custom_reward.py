@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import re
 import textwrap
+import time
 
 import pytest
 import torch
@@ -11,7 +13,8 @@ from hybridrl.batch import PromptBatch, Rollout
 from hybridrl.errors import ConfigError, HybridRLError
 from hybridrl.models.loading import load_tokenizer
 from hybridrl.rewards.custom import load_function
-from hybridrl.rewards.manager import RewardManager
+from hybridrl.rewards.manager import RewardManager, RewardSettings
+from hybridrl.rewards.pool import FunctionRef, ScoringPool
 
 # Written as a verl user writes it: verl's signature, no hybridrl import.
 VERL_STYLE = textwrap.dedent('''
@@ -27,7 +30,30 @@ VERL_STYLE = textwrap.dedent('''
         return [float(len(s)) for s in solution_strs]
 
     def nan_score(data_source, solution_str, ground_truth, extra_info=None):
-        return float("nan")
+        return float("nan") if solution_str == "3" else float(solution_str == ground_truth)
+
+    def inf_score(data_source, solution_str, ground_truth, extra_info=None):
+        return {"score": float("inf") if solution_str == "3" else float(solution_str == ground_truth)}
+
+    def raises(data_source, solution_str, ground_truth, extra_info=None, **kwargs):
+        if solution_str == "3":
+            return 1 / 0
+        return float(solution_str == ground_truth)
+
+    def hangs(data_source, solution_str, ground_truth, extra_info=None):
+        import time
+        if solution_str == "3":
+            time.sleep(60)
+        return float(solution_str == ground_truth)
+
+    def crashes(data_source, solution_str, ground_truth, extra_info=None):
+        import os
+        if solution_str == "3":
+            os._exit(3)  # a C extension's segfault looks the same from outside
+        return float(solution_str == ground_truth)
+
+    def returns_text(data_source, solution_str, ground_truth, extra_info=None):
+        return "oops" if solution_str == "3" else float(solution_str == ground_truth)
 ''')
 
 
@@ -51,30 +77,37 @@ def _rollout(tok, texts, truths):
     return Rollout(prompts, resp, mask, torch.zeros(resp.shape), torch.arange(n))
 
 
-def test_dict_results_give_score_and_numeric_extras(random_model_dir, reward_file):
+def manager(tok, path, name, workers=0, timeout_s=5.0, on_error="raise", batched=False):
+    pool = ScoringPool(FunctionRef(path, name, batched), num_workers=workers, timeout_s=timeout_s)
+    return RewardManager(tok, pool, RewardSettings(on_error=on_error))
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_dict_results_give_score_and_extras_per_sample(random_model_dir, reward_file, workers):
     tok = load_tokenizer(random_model_dir)
-    out = RewardManager(tok, custom_fn=load_function(reward_file, "compute_score")).score(
-        _rollout(tok, ["12", "3"], ["12", "4"]))
+    m = manager(tok, reward_file, "compute_score", workers)
+    out = m.score(_rollout(tok, ["12", "3"], ["12", "4"]))
+    m.close()
     assert out.scores.tolist() == [2.0, -1.0]
     assert out.extras["acc"].tolist() == [1.0, 0.0]
     assert out.extras["row"].tolist() == [10.0, 11.0]  # extra_info reached the function
-    assert "pred" not in out.extras  # a string extra is not a metric
+    assert "pred" not in out.extras  # a string extra is not a metric, but it is kept per sample
+    assert [d["pred"] for d in out.details] == ["12", "3"]
+    assert out.errors.tolist() == [False, False]
 
 
-def test_float_and_batched_functions(random_model_dir, reward_file):
+@pytest.mark.parametrize("workers", [0, 1])
+def test_float_and_batched_functions(random_model_dir, reward_file, workers):
     tok = load_tokenizer(random_model_dir)
     rollout = _rollout(tok, ["12", "3"], ["12", "4"])
-    assert RewardManager(tok, custom_fn=load_function(reward_file, "plain")).score(rollout).scores.tolist() == [0.5, 0.5]
-    out = RewardManager(tok, custom_fn=load_function(reward_file, "batched"), batched=True).score(rollout)
+    assert manager(tok, reward_file, "plain", workers).score(rollout).scores.tolist() == [0.5, 0.5]
+    out = manager(tok, reward_file, "batched", workers, batched=True).score(rollout)
     assert out.scores.tolist() == [2.0, 1.0]  # len("12"), len("3")
 
 
-def test_bad_functions_and_files_are_clear_errors(random_model_dir, reward_file, tmp_path):
-    tok = load_tokenizer(random_model_dir)
-    with pytest.raises(HybridRLError, match=r"returned nan for sample 0"):
-        RewardManager(tok, custom_fn=load_function(reward_file, "nan_score")).score(_rollout(tok, ["1"], ["1"]))
+def test_bad_files_are_clear_errors(random_model_dir, reward_file, tmp_path):
     with pytest.raises(ConfigError, match=r"custom_reward_function\.name='score' is not a function in .*my_reward\.py; "
-                                          r"functions there: batched, compute_score, nan_score, plain"):
+                                          r"functions there: .*compute_score, .*plain"):
         load_function(reward_file, "score")
     with pytest.raises(ConfigError, match=r"file not found"):
         load_function(str(tmp_path / "nope.py"), "compute_score")
@@ -82,3 +115,63 @@ def test_bad_functions_and_files_are_clear_errors(random_model_dir, reward_file,
     broken.write_text("import not_a_module_anywhere\n")
     with pytest.raises(ConfigError, match=r"failed to import: ModuleNotFoundError"):
         load_function(str(broken), "compute_score")
+
+
+# Each way a reward function can fail on the second response ("3"), and what the error must say.
+FAILURES = {
+    "raise": ("raises", r"ZeroDivisionError: division by zero \(at .*my_reward\.py:\d+\)"),
+    "hang": ("hangs", r"timed out after reward_model\.timeout_s=0\.5s"),
+    "nan": ("nan_score", r"returned a non-finite score \(nan\)"),
+    "inf": ("inf_score", r"returned a non-finite score \(inf\)"),
+    "crash": ("crashes", r"the scoring process failed"),
+    "bad type": ("returns_text", r"returned str; return a float or a dict with 'score'"),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(FAILURES))
+def test_scorer_failures_stop_the_run_naming_the_sample(random_model_dir, reward_file, kind):
+    name, says = FAILURES[kind]
+    tok = load_tokenizer(random_model_dir)
+    m = manager(tok, reward_file, name, workers=2, timeout_s=0.5)
+    try:
+        with pytest.raises(HybridRLError, match=r"failed on 1 of 3 responses; first: response 1 \(data_source='mine', "
+                                                r"dataset row 1, response '3'\): " + says
+                                                + r".*set reward_model\.on_error=zero"):
+            m.score(_rollout(tok, ["12", "3", "4"], ["12", "4", "4"]))
+    finally:
+        m.close()
+
+
+@pytest.mark.parametrize("kind", sorted(FAILURES))
+def test_on_error_zero_scores_failures_0_and_counts_them(random_model_dir, reward_file, kind):
+    name, says = FAILURES[kind]
+    tok = load_tokenizer(random_model_dir)
+    m = manager(tok, reward_file, name, workers=2, timeout_s=0.5, on_error="zero")
+    try:
+        out = m.score(_rollout(tok, ["12", "3", "4"], ["12", "4", "4"]))
+        # the pool survives a killed or crashed worker: the next batch scores normally
+        again = m.score(_rollout(tok, ["12"], ["12"]))
+    finally:
+        m.close()
+    assert out.errors.tolist() == [False, True, False]
+    assert out.scores.tolist() == [1.0, 0.0, 1.0] and torch.isfinite(out.rewards).all()
+    assert re.search(says, out.details[1]["error"])
+    assert again.scores.tolist() == [1.0] and not again.errors.any()
+
+
+def test_hang_is_cut_at_the_timeout_not_waited_out(random_model_dir, reward_file):
+    tok = load_tokenizer(random_model_dir)
+    m = manager(tok, reward_file, "hangs", workers=2, timeout_s=0.5, on_error="zero")
+    start = time.perf_counter()
+    try:
+        m.score(_rollout(tok, ["3", "3"], ["4", "4"]))  # both hang; in two workers at once
+    finally:
+        m.close()
+    assert time.perf_counter() - start < 5.0  # the function sleeps 60 s
+
+
+def test_batched_failure_counts_every_sample(random_model_dir, reward_file):
+    tok = load_tokenizer(random_model_dir)
+    out = manager(tok, reward_file, "raises", workers=1, on_error="zero", batched=True).score(
+        _rollout(tok, ["12", "3"], ["12", "4"]))
+    assert out.errors.tolist() == [True, True] and out.scores.tolist() == [0.0, 0.0]

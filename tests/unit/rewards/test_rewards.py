@@ -47,12 +47,13 @@ def test_unknown_data_source_lists_the_known_ones(random_model_dir):
 
 
 def test_overlong_buffer_shapes_rewards_but_not_scores(random_model_dir):
-    from hybridrl.rewards.manager import OverlongBuffer
+    from hybridrl.rewards.manager import OverlongBuffer, RewardSettings
 
     tok = load_tokenizer(random_model_dir)
     rollout = _rollout(tok, ["12", "3"], ["arithmetic"] * 2, ["12", "3"])
     # "12"+EOS is 3 tokens, "3"+EOS 2; max 4 with a buffer of 2: free up to 2 tokens, 3 tokens -> -(3 - 2) / 2 * 0.4
-    out = RewardManager(tok, OverlongBuffer(max_response_length=4, buffer_len=2, penalty_factor=0.4)).score(rollout)
+    out = RewardManager(tok, settings=RewardSettings(overlong=OverlongBuffer(4, buffer_len=2, penalty_factor=0.4))).score(
+        rollout)
     assert out.scores.tolist() == [1.0, 1.0]
     torch.testing.assert_close(out.overlong_penalty, torch.tensor([-0.2, 0.0]))
     torch.testing.assert_close(out.rewards, torch.tensor([0.8, 1.0]))

@@ -46,7 +46,7 @@ class FakeRun:
             vals.append(self.scores[k][counts.get(k, 0)])
             counts[k] = counts.get(k, 0) + 1
         t = torch.tensor(vals)
-        return RewardOutput(t, t, torch.zeros_like(t))
+        return RewardOutput(t, t, torch.zeros_like(t), torch.zeros(len(t), dtype=torch.bool), details=[{}] * len(t))
 
 
 SCORES = {0: [1, 1], 1: [1, 0], 2: [0, 0], 3: [0, 1], 4: [1, 0], 5: [1, 0]}

@@ -20,11 +20,12 @@ def test_data_metrics_by_hand():
     ro = rollout()
     adv = torch.tensor([[1.0, 1.0, 9.0, 9.0], [-1.0, -1.0, -1.0, -1.0]])  # 9s sit on padding
     reward = RewardOutput(scores=torch.tensor([1.0, 0.0]), rewards=torch.tensor([1.0, -0.5]),
-                          overlong_penalty=torch.tensor([0.0, -0.5]))
+                          overlong_penalty=torch.tensor([0.0, -0.5]), errors=torch.tensor([False, True]))
     token_rewards = torch.tensor([[0.0, 0.9, 0.0, 0.0], [0.0, 0.0, 0.0, -0.7]])  # e.g. after a KL penalty
     m = data_metrics(ro, reward, token_rewards, AdvantageOutput(adv, adv), None, max_response_length=4)
     assert m["critic/score/mean"] == 0.25  # shaped: (1 - 0.5) / 2
     assert m["reward/accuracy"] == 0.5  # the scorers' values
+    assert m["reward/errors"] == 1.0  # one response's scorer failed (scored 0 with on_error=zero)
     assert abs(m["critic/rewards/mean"] - 0.1) < 1e-6  # (0.9 - 0.7) / 2
     assert m["reward/overlong_penalty/mean"] == -0.25 and m["reward/overlong_penalty/frac"] == 0.5
     assert "critic/values/mean" not in m
@@ -39,7 +40,7 @@ def test_critic_metrics_use_valid_tokens_only():
     ro = rollout()
     values = torch.tensor([[0.5, 1.0, 7.0, 7.0], [0.0, 0.0, 0.0, 0.0]])  # 7s on padding
     returns = torch.tensor([[1.0, 1.0, 0.0, 0.0], [0.0, 0.0, 0.0, 2.0]])
-    reward = RewardOutput(torch.tensor([1.0, 0.0]), torch.tensor([1.0, 0.0]), torch.zeros(2))
+    reward = RewardOutput(torch.tensor([1.0, 0.0]), torch.tensor([1.0, 0.0]), torch.zeros(2), torch.zeros(2, dtype=torch.bool))
     m = data_metrics(ro, reward, torch.zeros(2, 4), AdvantageOutput(returns, returns), values, max_response_length=4)
     # valid values 0.5, 1, 0, 0, 0, 0 -> mean 0.25, max 1
     assert m["critic/values/mean"] == 0.25 and m["critic/values/max"] == 1.0
