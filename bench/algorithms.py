@@ -47,7 +47,8 @@ ALGORITHMS: dict[str, list[str]] = {
 def run_one(name: str, overrides: list[str], steps: int, out_root: str) -> dict:
     run_dir = os.path.join(out_root, re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_"))
     cmd = [sys.executable, "-m", "hybridrl", "train", *overrides, f"trainer.total_training_steps={steps}",
-           "trainer.test_freq=10", "trainer.logger=[file]", f"trainer.default_local_dir={run_dir}"]
+           "trainer.test_freq=10", "trainer.logger=[file]", f"trainer.default_local_dir={run_dir}",
+           "trainer.resume_mode=disable", "trainer.save_freq=0"]  # a fresh measurement each time, no checkpoints
     start = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
     if proc.returncode:

@@ -1,4 +1,4 @@
-"""`hybridrl` command line: train (RL), sft, plan, data, algos.
+"""`hybridrl` command line: train (RL), sft, plan, data, export, algos.
 
 Config commands take `--config FILE.yaml` and verl-style `key=value` overrides; `--help`
 lists every key with its default and meaning. A user error prints one line, exit code 2.
@@ -60,6 +60,10 @@ def build_parser() -> argparse.ArgumentParser:
         d = dsub.add_parser(name, help=text, description=text)
         d.add_argument("--input", default=default_in, help="local file or folder, nothing is downloaded (default: %(default)s)")
         d.add_argument("--output", default=f"data/{name}", help="output folder (default: %(default)s)")
+    ex = sub.add_parser("export", help="write a checkpoint's policy as a plain HuggingFace folder, verified by logits",
+                        description="write a checkpoint's policy as a plain HuggingFace folder, verified by logits")
+    ex.add_argument("checkpoint", help="a global_step_<N> folder, or a run folder (its newest whole checkpoint)")
+    ex.add_argument("out", help="new output folder")
     sub.add_parser("algos", help="list advantage estimators, policy losses, KL estimators and loss reductions",
                    description="list advantage estimators, policy losses, KL estimators and loss reductions")
     return parser
@@ -155,7 +159,14 @@ def cmd_algos(args) -> None:
             print(f"  {e.name:<22} {e.doc}")
 
 
-COMMANDS = {"train": cmd_train, "plan": cmd_plan, "sft": cmd_sft, "data": cmd_data, "algos": cmd_algos}
+def cmd_export(args) -> None:
+    from hybridrl.models.export import actor_folder, export
+
+    diff = export(args.checkpoint, args.out)
+    print(f"exported {actor_folder(args.checkpoint)} -> {args.out}; logits match (max |difference| = {diff:g})")
+
+
+COMMANDS = {"export": cmd_export, "train": cmd_train, "plan": cmd_plan, "sft": cmd_sft, "data": cmd_data, "algos": cmd_algos}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -218,7 +218,16 @@ class TrainerConfig:
     total_training_steps: Optional[int] = doc(100, "stop after this many steps (null: total_epochs decides)")
     test_freq: int = doc(10, "validate every N steps (-1: never; the last step always validates)")
     val_before_train: bool = doc(True, "validate before the first step")
-    default_local_dir: str = doc("checkpoints/${trainer.project_name}/${trainer.experiment_name}", "run folder: metrics.jsonl, config.yaml")
+    default_local_dir: str = doc("checkpoints/${trainer.project_name}/${trainer.experiment_name}",
+                                 "run folder: metrics.jsonl, config.yaml, global_step_<N>/ checkpoints")
+    save_freq: int = doc(-1, "save a checkpoint every N steps and at the last step (-1: only at the last step; "
+                             "0: never)")
+    max_actor_ckpt_to_keep: Optional[int] = doc(None, "keep the newest N checkpoints (null: all)")
+    max_critic_ckpt_to_keep: Optional[int] = doc(None, "keep the critic of the newest N checkpoints (null: all)")
+    resume_mode: str = doc("auto", "auto (the newest whole checkpoint in default_local_dir, else start) | disable "
+                                   "(start over) | resume_path (trainer.resume_from_path)")
+    resume_from_path: Optional[str] = doc(None, "the global_step_<N> folder to resume from (resume_mode=resume_path)")
+    resume_allow_config_change: bool = doc(False, "resume even if keys that change results differ from the checkpoint's")
     n_gpus_per_node: int = doc(1, "workers per node")
     nnodes: int = doc(1, "nodes")
     seed: int = doc(1, "seed of sampling during rollouts")

@@ -45,6 +45,25 @@ def _check_reward(cfg: RLConfig) -> None:
         raise ConfigError(f"reward_model.micro_batch_size_per_gpu={rm.micro_batch_size_per_gpu} must be >= 1")
 
 
+RESUME_MODES = ("auto", "disable", "resume_path")
+
+
+def _check_checkpointing(cfg: RLConfig) -> None:
+    tr = cfg.trainer
+    check_choice("trainer.resume_mode", tr.resume_mode, RESUME_MODES)
+    if tr.resume_mode == "resume_path" and not tr.resume_from_path:
+        raise ConfigError("trainer.resume_mode=resume_path needs trainer.resume_from_path=<run folder>/global_step_<N>")
+    if tr.resume_from_path and tr.resume_mode != "resume_path":
+        raise ConfigError(f"trainer.resume_from_path is set but trainer.resume_mode={tr.resume_mode!r} ignores it; "
+                          "set trainer.resume_mode=resume_path")
+    if tr.save_freq < -1:
+        raise ConfigError(f"trainer.save_freq={tr.save_freq}: use N > 0 (every N steps), -1 (last step only) or 0 (never)")
+    for key in ("max_actor_ckpt_to_keep", "max_critic_ckpt_to_keep"):
+        value = getattr(tr, key)
+        if value is not None and value < 1:
+            raise ConfigError(f"trainer.{key}={value} must be >= 1 (null keeps all)")
+
+
 def needs_ground_truth(cfg: RLConfig) -> bool:
     """Rows need reward_model.ground_truth unless a reward model alone scores them."""
     rm = cfg.reward_model
@@ -62,6 +81,7 @@ def validate_rl_config(cfg: RLConfig) -> BatchPlan:
         raise ConfigError("reward_model.reward_manager=batch calls a batched user function; set "
                           "custom_reward_function.path (and .name), or use reward_model.reward_manager=naive")
     _check_reward(cfg)
+    _check_checkpointing(cfg)
     check_choice("actor_rollout_ref.actor.optim.warmup_style", actor.optim.warmup_style, WARMUP_STYLES)
     for name in tr.logger:
         check_choice("trainer.logger", name, LOGGERS)

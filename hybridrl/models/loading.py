@@ -25,6 +25,11 @@ def resolve_model_path(path: str, key: str = "actor_rollout_ref.model.path") -> 
     )
 
 
+def weights_bytes(folder: str) -> int:
+    """Bytes of a model folder's safetensors files."""
+    return sum(os.path.getsize(os.path.join(folder, f)) for f in os.listdir(folder) if f.endswith(".safetensors"))
+
+
 def load_tokenizer(path: str):
     from transformers import AutoTokenizer
 

@@ -39,6 +39,13 @@ class RolloutEngine(ABC):
     def load_weights(self, named_tensors: Iterable[tuple[str, Tensor]]) -> None:
         """Take the trainer's latest weights (a no-op when the engine shares the module)."""
 
+    def state_dict(self) -> dict:
+        """The sampling RNG state, so a resumed run samples what the uninterrupted one would."""
+        return {}
+
+    def load_state_dict(self, state: dict) -> None:
+        pass
+
 
 def generate_rollout(engine: RolloutEngine, prompts: PromptBatch, n: int, sampling: SamplingParams) -> Rollout:
     """n responses per prompt; rows i*n .. i*n+n-1 answer prompt i and share uid i."""

@@ -56,6 +56,12 @@ class HFRolloutEngine(RolloutEngine):
     def load_weights(self, named_tensors: Iterable[tuple[str, Tensor]]) -> None:
         pass  # the engine samples with the trainer's module itself
 
+    def state_dict(self) -> dict:
+        return {"generator": self.generator.get_state()}  # the sampling RNG stream, for exact resume
+
+    def load_state_dict(self, state: dict) -> None:
+        self.generator.set_state(state["generator"])
+
     @torch.no_grad()
     def generate(self, prompt_ids: Tensor, prompt_mask: Tensor, sampling: SamplingParams) -> Generation:
         from transformers import DynamicCache

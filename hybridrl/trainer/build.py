@@ -23,6 +23,7 @@ from hybridrl.config.validate import (
 )
 from hybridrl.data.dataset import RLDataset
 from hybridrl.data.sampler import PromptSampler
+from hybridrl.errors import ConfigError
 from hybridrl.models.loading import (
     check_context_length,
     eos_token_ids,
@@ -30,11 +31,19 @@ from hybridrl.models.loading import (
     load_reward_model,
     load_tokenizer,
     load_value_model,
+    resolve_model_path,
+    weights_bytes,
 )
 from hybridrl.rewards.manager import OverlongBuffer, RewardManager, RewardSettings
 from hybridrl.rewards.pool import FunctionRef, ScoringPool
 from hybridrl.rollout.base import SamplingParams
 from hybridrl.rollout.hf import HFRolloutEngine
+from hybridrl.trainer.checkpoint import (
+    ResumePoint,
+    check_output_dir,
+    config_changes,
+    find_resume_point,
+)
 from hybridrl.trainer.collect import GroupFilter
 from hybridrl.trainer.optim import build_optimizer, warmup_steps_of
 from hybridrl.trainer.tracking import Tracker
@@ -59,6 +68,31 @@ class LoopSettings:
     group_filter: Optional[GroupFilter]  # DAPO dynamic sampling, None when off
 
 
+@dataclass(frozen=True)
+class Checkpointing:
+    save_freq: int  # every N steps and the last; -1: the last only; 0: never
+    keep_actor: Optional[int]  # newest checkpoints kept (None: all)
+    keep_critic: Optional[int]  # newest checkpoints that keep their critic/ (None: all)
+
+    def due(self, step: int, last: bool) -> bool:
+        return self.save_freq != 0 and (last or (self.save_freq > 0 and step % self.save_freq == 0))
+
+
+def resume_point(cfg: RLConfig, log=print) -> Optional[ResumePoint]:
+    """The checkpoint this run continues from (trainer.resume_mode), refusing one written with a
+    config that would compute something else."""
+    tr = cfg.trainer
+    point = find_resume_point(tr.resume_mode, tr.default_local_dir, tr.resume_from_path, log)
+    if point is not None and not tr.resume_allow_config_change:
+        changes = config_changes(os.path.join(point.path, "config.yaml"), cfg)
+        if changes:
+            raise ConfigError(
+                f"{point.path} was written with a different config: {'; '.join(changes)}. Resume with the same "
+                "values, set trainer.resume_allow_config_change=true to continue anyway, or trainer.resume_mode=disable "
+                "to start over")
+    return point
+
+
 @dataclass
 class RLRun:
     """Everything the driver loop touches."""
@@ -80,6 +114,9 @@ class RLRun:
     val_sampling: SamplingParams
     adv_params: AdvantageParams
     run_dir: str
+    tokenizer: object  # saved into every checkpoint's actor/ folder
+    resume: Optional[ResumePoint]  # the checkpoint to continue from, None for a fresh start
+    checkpointing: Checkpointing
 
 
 def _optimizer(params, opt, total: int):
@@ -140,6 +177,11 @@ def build_run(cfg: RLConfig, plan: BatchPlan, log=print) -> RLRun:
     rollout = arr.rollout
     for warning in config_warnings(cfg):
         log(f"WARNING: {warning}")
+    run_dir = tr.default_local_dir
+    resume = resume_point(cfg, log)  # before anything is written to run_dir
+    if tr.save_freq != 0:  # an unwritable or full folder fails now, not at the first save
+        folders = [arr.model.path] + ([cfg.critic.model.path or arr.model.path] if needs_critic(cfg) else [])
+        check_output_dir(run_dir, sum(3 * weights_bytes(resolve_model_path(f)) for f in folders))
     tokenizer = load_tokenizer(arr.model.path)
 
     def dataset(files: list[str], key: str, max_samples: int) -> RLDataset:
@@ -161,7 +203,6 @@ def build_run(cfg: RLConfig, plan: BatchPlan, log=print) -> RLRun:
     kc = alg.kl_ctrl
     fg = alg.filter_groups
 
-    run_dir = tr.default_local_dir
     os.makedirs(run_dir, exist_ok=True)
     OmegaConf.save(OmegaConf.structured(cfg), os.path.join(run_dir, "config.yaml"))
     vk = rollout.val_kwargs
@@ -175,9 +216,10 @@ def build_run(cfg: RLConfig, plan: BatchPlan, log=print) -> RLRun:
         critic=_critic(cfg, total) if needs_critic(cfg) else None,
         kl_ctrl=KLController(kc.kl_coef, kc.type, kc.target_kl, kc.horizon) if alg.use_kl_in_reward else None,
         reward=_reward(cfg, tokenizer),
-        tracker=Tracker(tr.logger, run_dir),
+        tracker=Tracker(tr.logger, run_dir, resume_step=resume.step if resume else None),
         sampling=SamplingParams(d.max_response_length, rollout.temperature, rollout.top_p, rollout.top_k, rollout.do_sample),
         val_sampling=SamplingParams(d.max_response_length, vk.temperature, vk.top_p, vk.top_k, vk.do_sample),
         adv_params=AdvantageParams(norm_adv_by_std_in_grpo=alg.norm_adv_by_std_in_grpo, gamma=alg.gamma, lam=alg.lam),
-        run_dir=run_dir,
+        run_dir=run_dir, tokenizer=tokenizer, resume=resume,
+        checkpointing=Checkpointing(tr.save_freq, tr.max_actor_ckpt_to_keep, tr.max_critic_ckpt_to_keep),
     )

@@ -14,6 +14,7 @@ from hybridrl.algos.kl_ctrl import apply_kl_penalty
 from hybridrl.batch import TrainBatch
 from hybridrl.rewards.manager import on_last_token
 from hybridrl.trainer.build import RLRun
+from hybridrl.trainer.checkpoint import prune, restore, save_checkpoint
 from hybridrl.trainer.collect import collect_rollout, greedy_baseline
 from hybridrl.trainer.metrics import data_metrics, throughput_metrics, timed
 from hybridrl.trainer.validate import mean_val_score, validate
@@ -27,18 +28,21 @@ class RunSummary:
     val_after: Optional[float]  # ... after the last step
     wall_s: float
     cpu_s: float
+    last_step: int  # the run's step count when this call ended
 
     def line(self) -> str:
         acc = "no validation"
         if self.val_before is not None and self.val_after is not None:
             acc = (f"validation accuracy {self.val_before:.1%} -> {self.val_after:.1%} "
                    f"({100 * (self.val_after - self.val_before):+.1f} points)")
-        return f"done: {self.steps} steps, {acc}, wall {self.wall_s:.0f}s (cpu {self.cpu_s:.0f}s)"
+        elif self.val_after is not None:
+            acc = f"validation accuracy {self.val_after:.1%}"
+        return f"done: {self.steps} steps (at step {self.last_step}), {acc}, wall {self.wall_s:.0f}s (cpu {self.cpu_s:.0f}s)"
 
 
 class RLTrainer:
-    def __init__(self, run: RLRun):
-        self.r = run
+    def __init__(self, run: RLRun, log=tqdm.write):
+        self.r, self.log = run, log
         self.estimator = ADV_ESTIMATORS.entry(run.loop.adv_estimator)
 
     def fit(self) -> RunSummary:
@@ -49,22 +53,39 @@ class RLTrainer:
             self.r.tracker.close()
 
     def _fit(self) -> RunSummary:
-        wall, cpu = time.perf_counter(), time.process_time()
-        before = self.validate() if self.r.loop.val_before_train else {}
+        r, wall, cpu = self.r, time.perf_counter(), time.process_time()
+        first = 1
+        if r.resume is not None:
+            p = r.resume
+            if p.step >= r.total_steps:
+                self.log(f"{p.path}: the run already finished (step {p.step} of {r.total_steps}); nothing to train. "
+                         "Raise trainer.total_training_steps to continue, or set trainer.resume_mode=disable to start over")
+                return RunSummary(0, None, None, time.perf_counter() - wall, time.process_time() - cpu, p.step)
+            restore(r, p)
+            self.log(f"resumed from step {p.step} (epoch {p.epoch}, sample {p.sample}) of {p.path}")
+            first = p.step + 1
+        # a resumed run validated before its first step already
+        before = self.validate() if r.loop.val_before_train and r.resume is None else {}
         if before:
-            self.r.tracker.log(before, step=0)
+            r.tracker.log(before, step=0)
         after = before
-        test_freq = self.r.loop.test_freq
-        for step in tqdm(range(1, self.r.total_steps + 1), desc="training", unit="step", dynamic_ncols=True):
+        test_freq = r.loop.test_freq
+        for step in tqdm(range(first, r.total_steps + 1), desc="training", unit="step", dynamic_ncols=True,
+                         initial=first - 1, total=r.total_steps):
             metrics = self.train_step(step)
-            last = step == self.r.total_steps
-            if self.r.val_data is not None and (last or (test_freq > 0 and step % test_freq == 0)):
+            last = step == r.total_steps
+            if r.val_data is not None and (last or (test_freq > 0 and step % test_freq == 0)):
                 with timed(metrics, "testing"):
                     after = self.validate()
                 metrics.update(after)
-            self.r.tracker.log(metrics, step)
-        return RunSummary(self.r.total_steps, mean_val_score(before), mean_val_score(after),
-                          time.perf_counter() - wall, time.process_time() - cpu)
+            r.tracker.log(metrics, step)
+            if r.checkpointing.due(step, last):  # after logging: a checkpoint's steps are all in metrics.jsonl
+                start = time.perf_counter()
+                path = save_checkpoint(r, step)
+                prune(r.run_dir, r.checkpointing.keep_actor, r.checkpointing.keep_critic)
+                self.log(f"saved {path} ({time.perf_counter() - start:.1f}s)")
+        return RunSummary(r.total_steps - first + 1, mean_val_score(before), mean_val_score(after),
+                          time.perf_counter() - wall, time.process_time() - cpu, r.total_steps)
 
     def train_step(self, step: int) -> dict[str, float]:
         r, s, m = self.r, self.r.loop, {}

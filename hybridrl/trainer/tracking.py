@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from typing import Callable
+from typing import Callable, Optional
 
 from tqdm import tqdm
 
@@ -20,13 +20,20 @@ CONSOLE_KEYS = [  # (metric, short label) shown on the console line when present
 class Tracker:
     """`loggers` are names from LOGGERS (checked in config validation)."""
 
-    def __init__(self, loggers: list[str], run_dir: str, write: Callable[[str], None] = tqdm.write):
+    def __init__(self, loggers: list[str], run_dir: str, write: Callable[[str], None] = tqdm.write,
+                 resume_step: Optional[int] = None):
         self.loggers, self.write = loggers, write
         self.path = os.path.join(run_dir, "metrics.jsonl")
         self._file = None
         if "file" in loggers:
             os.makedirs(run_dir, exist_ok=True)
+            kept = []
+            if resume_step is not None and os.path.exists(self.path):  # keep what the checkpoint's run logged
+                with open(self.path, encoding="utf-8") as f:
+                    kept = [line for line in f if line.strip() and json.loads(line)["step"] <= resume_step]
             self._file = open(self.path, "w", encoding="utf-8")  # a new run starts a new file
+            self._file.writelines(kept)
+            self._file.flush()
 
     def log(self, metrics: dict[str, float], step: int) -> None:
         if "console" in self.loggers:

@@ -42,6 +42,13 @@ class Policy(UpdatingWorker[TrainBatch]):
         self.engine, self.settings = engine, settings
         self.shuffle_generator = torch.Generator().manual_seed(seed)
 
+    def state_dict(self) -> dict:
+        return {**super().state_dict(), "engine": self.engine.state_dict()}
+
+    def load_state_dict(self, state: dict) -> None:
+        super().load_state_dict(state)
+        self.engine.load_state_dict(state["engine"])
+
     def generate(self, prompts: PromptBatch, n: int, sampling: SamplingParams) -> Rollout:
         return generate_rollout(self.engine, prompts, n, sampling)
 

@@ -55,3 +55,13 @@ class UpdatingWorker(Generic[B]):
                              self._optimizer_step)
         self.scheduler.step()
         return metrics
+
+    def state_dict(self) -> dict:
+        """Everything but the weights (those go to a HuggingFace folder) that resuming needs."""
+        return {"optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),  # type: ignore[attr-defined]
+                "shuffle_generator": self.shuffle_generator.get_state()}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.optimizer.load_state_dict(state["optimizer"])  # type: ignore[attr-defined]
+        self.scheduler.load_state_dict(state["scheduler"])
+        self.shuffle_generator.set_state(state["shuffle_generator"])

@@ -177,6 +177,12 @@ def test_critic_batch_sizes_default_to_the_actors_and_errors_name_critic_keys():
     (["reward_model.rule_weight=1"], r"apply to a reward model, which is off; set reward_model\.enable=true"),
     (["reward_model.enable=true", "reward_model.model.path=rm", "custom_reward_function.path=f.py"],
      r"reward_model\.rule_weight=0 ignores it .*set reward_model\.rule_weight"),
+    (["trainer.resume_mode=latest"], r"trainer\.resume_mode='latest' is not supported; valid values: auto, disable, "
+                                     r"resume_path"),
+    (["trainer.resume_from_path=ckpt/global_step_2"], r"trainer\.resume_mode='auto' ignores it; set "
+                                                      r"trainer\.resume_mode=resume_path"),
+    (["trainer.save_freq=-2"], r"trainer\.save_freq=-2: use N > 0"),
+    (["trainer.max_actor_ckpt_to_keep=0"], r"trainer\.max_actor_ckpt_to_keep=0 must be >= 1"),
 ])
 def test_algorithm_settings_errors(overrides, message):
     with pytest.raises(ConfigError, match=message):

@@ -1,0 +1,317 @@
+"""Checkpoints that are never half-written, and exact resume.
+
+Layout of `<default_local_dir>/global_step_<N>/`:
+  actor/               a HuggingFace folder (config, generation config, tokenizer, safetensors)
+  actor_state.pt       optimizer, LR scheduler, mini-batch shuffle and rollout sampling generators
+  critic/, critic_state.pt   the same for the value model, when there is one
+  trainer_state.json   step, sampler position (epoch, sample), KL coefficient, python/numpy RNG
+  rng_state.pt         torch CPU (and CUDA) RNG
+  config.yaml          the resolved config
+  checkpoint.json      manifest: every file and its size; written last, so it marks a whole checkpoint
+
+A checkpoint is written to a temporary folder, every file fsynced, then renamed into place
+(atomic on POSIX), and `latest_checkpointed_iteration.txt` (verl's name) is replaced last.
+Resume takes the newest folder whose manifest matches its files; a partial folder is skipped.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import random
+import re
+import shutil
+from dataclasses import dataclass
+from typing import Optional
+
+import numpy as np
+import torch
+from omegaconf import OmegaConf
+
+from hybridrl.errors import ConfigError, HybridRLError
+
+LATEST = "latest_checkpointed_iteration.txt"
+MANIFEST = "checkpoint.json"
+STEP_DIR = re.compile(r"^global_step_(\d+)$")
+# Keys that may change on resume without changing what the run computes.
+RESUME_SAFE_KEYS = (
+    "trainer.total_epochs", "trainer.total_training_steps", "trainer.save_freq", "trainer.test_freq", "trainer.logger",
+    "trainer.resume_mode", "trainer.resume_from_path", "trainer.resume_allow_config_change",
+    "trainer.max_actor_ckpt_to_keep", "trainer.max_critic_ckpt_to_keep", "trainer.default_local_dir",
+    "trainer.project_name", "trainer.experiment_name", "trainer.val_before_train", "data.val_files",
+    "data.val_max_samples", "reward_model.num_workers", "reward_model.timeout_s",
+)
+
+
+@dataclass(frozen=True)
+class ResumePoint:
+    path: str  # the global_step_<N> folder
+    step: int
+    epoch: int  # the sampler's epoch ...
+    sample: int  # ... and position in it: the next batch starts here
+
+
+# ---------------------------------------------------------------- writing
+
+
+def _fsync_tree(root: str) -> None:
+    for folder, _, files in os.walk(root):
+        for name in files:
+            with open(os.path.join(folder, name), "rb") as f:
+                os.fsync(f.fileno())
+        _fsync_dir(folder)
+
+
+def _fsync_dir(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _write_manifest(folder: str, step: int) -> None:
+    files = {os.path.relpath(p, folder): os.path.getsize(p)
+             for p in glob.glob(os.path.join(folder, "**", "*"), recursive=True)
+             if os.path.isfile(p) and os.path.basename(p) != MANIFEST}
+    _replace_text(os.path.join(folder, MANIFEST), json.dumps({"step": step, "files": files}, indent=1))
+
+
+def _replace_text(path: str, text: str) -> None:
+    """Write a small file atomically: temp file, fsync, rename."""
+    tmp = f"{path}.tmp-{os.getpid()}"
+    with open(tmp, "w") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    _fsync_dir(os.path.dirname(path) or ".")
+
+
+def rng_state() -> tuple[dict, dict]:
+    """(json-able python/numpy RNG, torch tensors) of this process."""
+    kind, keys, pos, has_gauss, gauss = np.random.get_state()
+    plain = {"python": [random.getstate()[0], list(random.getstate()[1]), random.getstate()[2]],
+             "numpy": [kind, keys.tolist(), pos, has_gauss, gauss]}
+    tensors = {"torch": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        tensors["cuda"] = torch.cuda.get_rng_state_all()
+    return plain, tensors
+
+
+def set_rng_state(plain: dict, tensors: dict) -> None:
+    version, keys, gauss = plain["python"]
+    random.setstate((version, tuple(keys), gauss))
+    kind, keys, pos, has_gauss, cached = plain["numpy"]
+    np.random.set_state((kind, np.array(keys, dtype=np.uint32), pos, has_gauss, cached))
+    torch.set_rng_state(tensors["torch"])
+    if "cuda" in tensors and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(tensors["cuda"])
+
+
+def save_checkpoint(run, step: int) -> str:
+    """Write global_step_<step> atomically, point `latest` at it, prune old ones; return its path."""
+    root = run.run_dir
+    final = os.path.join(root, f"global_step_{step}")
+    tmp = os.path.join(root, f".tmp_global_step_{step}_{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        os.makedirs(tmp)
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()  # one "saved ..." line per checkpoint is enough
+        run.policy.module.save_pretrained(os.path.join(tmp, "actor"))
+        run.tokenizer.save_pretrained(os.path.join(tmp, "actor"))
+        torch.save(run.policy.state_dict(), os.path.join(tmp, "actor_state.pt"))
+        if run.critic is not None:
+            run.critic.module.save_pretrained(os.path.join(tmp, "critic"))
+            run.tokenizer.save_pretrained(os.path.join(tmp, "critic"))
+            torch.save(run.critic.state_dict(), os.path.join(tmp, "critic_state.pt"))
+        plain, tensors = rng_state()
+        state = {"step": step, "sampler": run.sampler.state_dict(),
+                 "kl_coef": run.kl_ctrl.value if run.kl_ctrl is not None else None, "rng": plain}
+        with open(os.path.join(tmp, "trainer_state.json"), "w") as f:
+            json.dump(state, f)
+        torch.save(tensors, os.path.join(tmp, "rng_state.pt"))
+        shutil.copyfile(os.path.join(root, "config.yaml"), os.path.join(tmp, "config.yaml"))
+        _write_manifest(tmp, step)  # last inside the folder: its presence and sizes vouch for the rest
+        _fsync_tree(tmp)
+        if os.path.exists(final):  # a stale folder of an earlier run that this one restarted over
+            shutil.rmtree(final)
+        os.rename(tmp, final)
+        _fsync_dir(root)
+    except OSError as e:
+        shutil.rmtree(tmp, ignore_errors=True)
+        prev = latest_complete(root)
+        raise HybridRLError(f"saving the checkpoint of step {step} in {root} failed ({e}); "
+                            + (f"the previous checkpoint {prev.path} is intact" if prev else "no earlier checkpoint exists")
+                            + ". Free disk space or choose another trainer.default_local_dir, then resume") from e
+    _replace_text(os.path.join(root, LATEST), str(step))
+    return final
+
+
+def prune(root: str, keep_actor: Optional[int], keep_critic: Optional[int]) -> None:
+    """Delete all but the newest `keep_actor` checkpoints, and the critic of all but the newest
+    `keep_critic` (None: keep all). An older folder without its critic can still be exported,
+    but not resumed from in a run that needs a critic."""
+    steps = sorted(complete_checkpoints(root), reverse=True)
+    if keep_actor is not None:
+        for step in steps[keep_actor:]:
+            shutil.rmtree(os.path.join(root, f"global_step_{step}"), ignore_errors=True)
+        steps = steps[:keep_actor]
+    if keep_critic is not None:
+        for step in steps[keep_critic:]:
+            folder = os.path.join(root, f"global_step_{step}")
+            shutil.rmtree(os.path.join(folder, "critic"), ignore_errors=True)
+            if os.path.exists(os.path.join(folder, "critic_state.pt")):
+                os.remove(os.path.join(folder, "critic_state.pt"))
+            _write_manifest(folder, step)  # the folder stays whole: the manifest lists what is left
+
+
+# ---------------------------------------------------------------- reading
+
+
+def problem_of(folder: str) -> Optional[str]:
+    """Why `folder` is not a whole checkpoint, or None."""
+    manifest = os.path.join(folder, MANIFEST)
+    if not os.path.isfile(manifest):
+        return f"no {MANIFEST} (the save did not finish)"
+    try:
+        with open(manifest) as f:
+            files = json.load(f)["files"]
+    except (OSError, ValueError, KeyError) as e:
+        return f"unreadable {MANIFEST} ({e})"
+    for rel, size in files.items():
+        path = os.path.join(folder, rel)
+        if not os.path.isfile(path):
+            return f"{rel} is missing"
+        if os.path.getsize(path) != size:
+            return f"{rel} has {os.path.getsize(path)} bytes, the manifest says {size}"
+    return None
+
+
+def complete_checkpoints(root: str) -> dict[int, str]:
+    """{step: folder} of the whole checkpoints in `root`."""
+    found = {}
+    if os.path.isdir(root):
+        for name in os.listdir(root):
+            m = STEP_DIR.match(name)
+            if m and problem_of(os.path.join(root, name)) is None:
+                found[int(m.group(1))] = os.path.join(root, name)
+    return found
+
+
+def latest_complete(root: str) -> Optional[ResumePoint]:
+    found = complete_checkpoints(root)
+    return read_point(found[max(found)]) if found else None
+
+
+def read_point(folder: str) -> ResumePoint:
+    with open(os.path.join(folder, "trainer_state.json")) as f:
+        state = json.load(f)
+    return ResumePoint(folder, state["step"], state["sampler"]["epoch"], state["sampler"]["position"])
+
+
+def find_resume_point(mode: str, root: str, resume_from_path: Optional[str], log=print) -> Optional[ResumePoint]:
+    """The checkpoint to resume from under `trainer.resume_mode`, or None to start fresh."""
+    if mode == "disable":
+        return None
+    if mode == "resume_path":
+        if not resume_from_path:
+            raise ConfigError("trainer.resume_mode=resume_path needs trainer.resume_from_path=<.../global_step_N>")
+        problem = problem_of(resume_from_path) if os.path.isdir(resume_from_path) else "not a folder"
+        if problem:
+            raise ConfigError(f"trainer.resume_from_path={resume_from_path!r} is not a whole checkpoint: {problem}")
+        return read_point(resume_from_path)
+    for name in sorted(os.listdir(root)) if os.path.isdir(root) else []:  # say which folders are passed over
+        if STEP_DIR.match(name) and (problem := problem_of(os.path.join(root, name))):
+            log(f"WARNING: skipping {os.path.join(root, name)}: {problem}")
+    return latest_complete(root)
+
+
+def _load_hf_weights(module: torch.nn.Module, folder: str) -> None:
+    """Load a save_pretrained folder's safetensors into an existing module (so the optimizer keeps
+    its parameters); only weights tied to a loaded one (lm_head = embeddings) may be absent."""
+    from safetensors.torch import load_file
+
+    state = {}
+    for path in sorted(glob.glob(os.path.join(folder, "*.safetensors"))):
+        state.update(load_file(path))
+    missing, unexpected = module.load_state_dict(state, strict=False)
+    params = module.state_dict(keep_vars=True)
+    loaded = {params[k].data_ptr() for k in state if k in params}
+    untied = [k for k in missing if params[k].data_ptr() not in loaded]
+    if untied or unexpected:
+        raise HybridRLError(f"{folder} does not match the model being trained (missing {untied[:3]}, unexpected "
+                            f"{list(unexpected)[:3]}); resume with the config that wrote it")
+
+
+def restore(run, point: ResumePoint) -> None:
+    """Put weights, optimizer, scheduler, sampler, KL coefficient and every RNG back as they were."""
+    folder = point.path
+    _load_hf_weights(run.policy.module, os.path.join(folder, "actor"))
+    run.policy.load_state_dict(torch.load(os.path.join(folder, "actor_state.pt"), weights_only=True))
+    if run.critic is not None:
+        if not os.path.isdir(os.path.join(folder, "critic")):
+            raise HybridRLError(f"{folder} has no critic/ (pruned by trainer.max_critic_ckpt_to_keep, or written by a "
+                                "critic-free run); resume from a checkpoint with one")
+        _load_hf_weights(run.critic.module, os.path.join(folder, "critic"))
+        run.critic.load_state_dict(torch.load(os.path.join(folder, "critic_state.pt"), weights_only=True))
+    with open(os.path.join(folder, "trainer_state.json")) as f:
+        state = json.load(f)
+    run.sampler.load_state_dict(state["sampler"])
+    if run.kl_ctrl is not None and state["kl_coef"] is not None:
+        run.kl_ctrl.value = state["kl_coef"]
+    set_rng_state(state["rng"], torch.load(os.path.join(folder, "rng_state.pt"), weights_only=True))
+
+
+def _flat(cfg) -> dict[str, object]:
+    container = OmegaConf.to_container(cfg, resolve=True)
+    out: dict[str, object] = {}
+
+    def walk(prefix: str, value) -> None:
+        if isinstance(value, dict):
+            for k, v in value.items():
+                walk(f"{prefix}.{k}" if prefix else k, v)
+        else:
+            out[prefix] = value
+
+    walk("", container)
+    return out
+
+
+def config_changes(saved_yaml: str, current) -> list[str]:
+    """`key: saved -> now` for every key that differs and could change results."""
+    saved, now = _flat(OmegaConf.load(saved_yaml)), _flat(OmegaConf.structured(current))
+    keys = sorted(set(saved) | set(now))
+    return [f"{k}: {saved.get(k, '<absent>')!r} -> {now.get(k, '<absent>')!r}" for k in keys
+            if saved.get(k) != now.get(k) and k not in RESUME_SAFE_KEYS]
+
+
+def checkpoint_bytes(run) -> int:
+    """Weights + AdamW moments (2 per parameter) of every trained module, as written."""
+    total = 0
+    for worker in (run.policy, run.critic):
+        if worker is not None:
+            total += sum(p.numel() * p.element_size() * 3 for p in worker.module.parameters())
+    return total
+
+
+def check_output_dir(root: str, need_bytes: int, key: str = "trainer.default_local_dir") -> None:
+    """Fail before training, not at the first save: the folder must be writable with room for a checkpoint."""
+    probe = os.path.join(root, f".write_test_{os.getpid()}")
+    try:
+        os.makedirs(root, exist_ok=True)
+        with open(probe, "wb") as f:
+            f.write(b"x")
+            f.flush()
+            os.fsync(f.fileno())
+        os.remove(probe)
+    except OSError as e:
+        raise ConfigError(f"{key}={root!r} is not writable ({e.strerror or e}); choose a folder you can write to") from None
+    free = shutil.disk_usage(root).free
+    need = int(need_bytes * 1.1)  # the new checkpoint is complete before an old one is pruned
+    if free < need:
+        raise ConfigError(f"{key}={root!r} has {free / 2**30:.2f} GiB free, but one checkpoint needs ~{need / 2**30:.2f} "
+                          "GiB; free space, choose another folder, or set trainer.save_freq=0 to not save")
