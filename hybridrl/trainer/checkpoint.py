@@ -115,7 +115,8 @@ def save_checkpoint(run, step: int) -> str:
     root = run.run_dir
     final = os.path.join(root, f"global_step_{step}")
     tmp = os.path.join(root, f".tmp_global_step_{step}_{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
+    for stale in glob.glob(os.path.join(root, ".tmp_global_step_*")):  # left by a run killed mid-save
+        shutil.rmtree(stale, ignore_errors=True)
     try:
         os.makedirs(tmp)
         from transformers.utils import logging as hf_logging

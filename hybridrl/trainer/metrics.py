@@ -6,9 +6,11 @@ import time
 from contextlib import contextmanager
 from typing import Iterator, Optional
 
+import torch
 from torch import Tensor
 
 from hybridrl.algos.advantages import AdvantageOutput
+from hybridrl.algos.group_filter import groups_with_spread
 from hybridrl.algos.value_loss import explained_variance
 from hybridrl.batch import Rollout
 from hybridrl.rewards.manager import RewardOutput
@@ -50,6 +52,7 @@ def data_metrics(rollout: Rollout, reward: RewardOutput, token_rewards: Tensor, 
         "reward/accuracy": reward.scores.mean().item(),  # the scorers' values before shaping
         "reward/errors": float(reward.errors.sum()),  # responses whose scorer failed (on_error=zero scored them 0)
     }
+    out.update(signal_metrics(rollout, reward.rewards, lengths))
     if bool((reward.overlong_penalty != 0).any()):
         out["reward/overlong_penalty/mean"] = reward.overlong_penalty.mean().item()
         out["reward/overlong_penalty/frac"] = (reward.overlong_penalty != 0).float().mean().item()
@@ -59,6 +62,21 @@ def data_metrics(rollout: Rollout, reward: RewardOutput, token_rewards: Tensor, 
         out.update(_stats("critic/values", values[mask]))
         out["critic/vf_explained_var"] = explained_variance(values, adv.returns, rollout.response_mask)
     return out
+
+
+def signal_metrics(rollout: Rollout, rewards: Tensor, lengths: Tensor) -> dict[str, float]:
+    """`critic/frac_zero_std_groups`: share of prompt groups whose responses all got the same reward
+    (zero advantage for every group-relative estimator: no learning signal). `reward/length_corr`:
+    Pearson correlation of sequence reward and response length over the batch (0 when either is
+    constant); drifting towards +1 while accuracy stalls is the signature of length hacking."""
+    _, group = torch.unique(rollout.uid, return_inverse=True)
+    flat_rows = ~groups_with_spread(rewards, rollout.uid)
+    frac = torch.unique(group[flat_rows]).numel() / (int(group.max()) + 1)
+    x, y = lengths.double(), rewards.double()
+    corr = 0.0
+    if len(x) > 1 and float(x.std()) > 0 and float(y.std()) > 0:
+        corr = float(torch.corrcoef(torch.stack([x, y]))[0, 1])
+    return {"critic/frac_zero_std_groups": frac, "reward/length_corr": corr}
 
 
 def throughput_metrics(rollout: Rollout, step_seconds: float, world_size: int) -> dict[str, float]:

@@ -30,7 +30,7 @@ class Tracker:
             kept = []
             if resume_step is not None and os.path.exists(self.path):  # keep what the checkpoint's run logged
                 with open(self.path, encoding="utf-8") as f:
-                    kept = [line for line in f if line.strip() and json.loads(line)["step"] <= resume_step]
+                    kept = [line for line in f if _step_of(line) <= resume_step]
             self._file = open(self.path, "w", encoding="utf-8")  # a new run starts a new file
             self._file.writelines(kept)
             self._file.flush()
@@ -49,10 +49,19 @@ class Tracker:
             self._file = None
 
 
+def _step_of(line: str) -> float:
+    """The step of a metrics.jsonl line; infinity for a line a kill cut short (it is redone)."""
+    try:
+        return json.loads(line)["step"]
+    except (ValueError, KeyError, TypeError):
+        return float("inf")
+
+
 def format_line(metrics: dict[str, float], step: int) -> str:
     parts = [f"step {step}"]
     parts += [f"{label}={metrics[key]:.4g}" for key, label in CONSOLE_KEYS if key in metrics]
     if metrics.get("reward/errors"):  # scorer failures scored 0 (reward_model.on_error=zero): never unnoticed
         parts.append(f"reward_errors={metrics['reward/errors']:.0f}")
-    parts += [f"{key}={value:.4g}" for key, value in metrics.items() if key.startswith("val-core/")]
+    parts += [f"{key}={value:.4g}" for key, value in metrics.items()
+              if key.startswith("val-core/") and "/reward/mean@" in key]
     return " | ".join(parts)

@@ -115,3 +115,24 @@ def test_failing_reward_function_is_counted_with_on_error_zero(tmp_path, arith_d
     assert sum(r["reward/errors"] for r in records) > 0
     assert all(math.isfinite(r["critic/score/mean"]) for r in records)
     assert records[-1]["val-aux/reward/errors"] == 4.0  # validation rows 0..7: four odd
+
+
+def test_validation_with_n_samples_reports_pass_best_worst_and_maj_at_k(tmp_path, arith_data):
+    reward = tmp_path / "reward.py"
+    reward.write_text(
+        "import re\n"
+        "def score(data_source, solution_str, ground_truth, extra_info=None, **kwargs):\n"
+        "    nums = re.findall(r'-?\\d+', solution_str)\n"
+        "    pred = nums[-1] if nums else ''\n"
+        "    return {'score': float(pred == ground_truth), 'acc': float(pred == ground_truth), 'pred': pred}\n")
+    records = train([f"data.train_files={arith_data['train']}", f"data.val_files={arith_data['val']}",
+                     "data.val_max_samples=12", f"custom_reward_function.path={reward}", "custom_reward_function.name=score",
+                     "actor_rollout_ref.rollout.val_kwargs.n=4", "actor_rollout_ref.rollout.val_kwargs.do_sample=true",
+                     "actor_rollout_ref.rollout.val_kwargs.temperature=1.0", f"trainer.default_local_dir={tmp_path / 'run'}",
+                     *SMALL])
+    v = {k.split("/reward/")[1]: val for k, val in records[-1].items() if k.startswith("val-core/arithmetic/reward/")}
+    assert set(v) == {"mean@4", "std@4"} | {f"{m}@{k}" for m in ("best", "worst", "pass", "maj") for k in (1, 2, 4)}
+    assert v["pass@1"] == pytest.approx(v["mean@4"]) == pytest.approx(v["best@1"]) == pytest.approx(v["maj@1"])
+    assert v["worst@4"] <= v["worst@2"] <= v["mean@4"] <= v["pass@2"] <= v["pass@4"]
+    assert v["best@4"] == pytest.approx(v["pass@4"])  # 0/1 scores: the best of k is 1 iff one of k is correct
+    assert 0.0 <= v["maj@4"] <= 1.0 and records[-1]["val-aux/arithmetic/acc/mean@4"] == pytest.approx(v["mean@4"])

@@ -123,6 +123,7 @@ def test_partial_and_interrupted_checkpoints_are_never_resumed(arith_data, tmp_p
     assert any("skipping" in x and "global_step_8: actor/model.safetensors has 1000 bytes" in x for x in lines)
     assert any("resumed from step 4" in x for x in lines) and summary.steps == 2
     assert checkpoint.problem_of(str(tmp_path / "global_step_6")) is None  # rewritten whole by this run
+    assert not any(p.name.startswith(".tmp_global_step_") for p in tmp_path.iterdir())  # the crash's leftovers removed
 
 
 def test_saved_actor_loads_with_plain_transformers_and_export_matches(arith_data, tmp_path):

@@ -85,6 +85,8 @@ def test_tracker_on_resume_keeps_the_checkpoints_steps_only(tmp_path):
     for step in range(5):
         t.log({"x": float(step)}, step)
     t.close()
+    with open(t.path, "a") as f:
+        f.write('{"step": 5, "x": 1.')  # a kill mid-write leaves half a line
     t = Tracker(["file"], str(tmp_path), resume_step=2)  # steps 3, 4 were logged after the checkpoint: redone
     t.log({"x": 30.0}, 3)
     t.close()

@@ -26,6 +26,8 @@ def test_data_metrics_by_hand():
     assert m["critic/score/mean"] == 0.25  # shaped: (1 - 0.5) / 2
     assert m["reward/accuracy"] == 0.5  # the scorers' values
     assert m["reward/errors"] == 1.0  # one response's scorer failed (scored 0 with on_error=zero)
+    assert m["critic/frac_zero_std_groups"] == 0.0  # the one group's rewards differ
+    assert m["reward/length_corr"] == -1.0  # two points: the longer response got less reward
     assert abs(m["critic/rewards/mean"] - 0.1) < 1e-6  # (0.9 - 0.7) / 2
     assert m["reward/overlong_penalty/mean"] == -0.25 and m["reward/overlong_penalty/frac"] == 0.5
     assert "critic/values/mean" not in m
@@ -34,6 +36,24 @@ def test_data_metrics_by_hand():
     assert m["response_length/mean"] == 3.0 and m["response_length/max"] == 4.0
     assert m["response_length/clip_ratio"] == 0.5  # one of two responses hit max_response_length
     assert m["prompt_length/mean"] == 2.5
+
+
+def test_signal_metrics_count_flat_groups_and_correlate_length():
+    from hybridrl.trainer.metrics import signal_metrics
+
+    ro = rollout()
+    ro.uid = torch.tensor([0, 1])  # two groups of one response: a single response is not "flat"
+    m = signal_metrics(ro, torch.tensor([1.0, 1.0]), torch.tensor([2, 4]))
+    assert m == {"critic/frac_zero_std_groups": 0.0, "reward/length_corr": 0.0}  # constant reward: no correlation
+    uid = torch.tensor([0, 0, 1, 1, 2, 2])
+    ro6 = Rollout(ro.prompts, torch.ones(6, 4), torch.ones(6, 4), torch.zeros(6, 4), uid)
+    rewards = torch.tensor([1.0, 1.0, 0.0, 1.0, 0.0, 0.0])  # groups 0 and 2 are flat
+    lengths = torch.tensor([1, 2, 3, 4, 5, 6])
+    m = signal_metrics(ro6, rewards, lengths)
+    assert m["critic/frac_zero_std_groups"] == 2 / 3
+    # Pearson r = sum((x - mean x)(y - mean y)) / (norm(x - mean x) * norm(y - mean y)), means 3.5 and 0.5
+    x, y = lengths.double() - 3.5, rewards.double() - 0.5
+    assert abs(m["reward/length_corr"] - float((x * y).sum() / (x.norm() * y.norm()))) < 1e-12
 
 
 def test_critic_metrics_use_valid_tokens_only():

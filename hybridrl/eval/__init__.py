@@ -1,0 +1,1 @@
+"""Evaluation: sample-based metrics (pass@k, best/worst@k, maj@k) and diversity."""
