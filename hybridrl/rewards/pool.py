@@ -40,7 +40,7 @@ class FunctionRef:
         return load_function(self.path, self.name) if self.path else None
 
 
-_custom: Optional[Callable[..., Any]] = None  # the user function, in each worker (and in-process)
+_custom: Optional[Callable[..., Any]] = None  # the user function inside a worker; never set in the trainer
 
 
 def _init_worker(ref: FunctionRef) -> None:
@@ -65,19 +65,21 @@ def _checked(value: Any) -> Scored:
     return Scored(score, extras)
 
 
-def score_one(source: str, text: str, truth: str, info: dict) -> Scored:
-    """One sample, in whatever process calls it; exceptions become a `Scored` with the error."""
+def score_one(source: str, text: str, truth: str, info: dict, fn: Optional[Callable[..., Any]] = None) -> Scored:
+    """One sample with `fn` (in a worker: its loaded user function), else the data_source's
+    scorer; exceptions become a `Scored` with the error."""
     try:
-        fn = _custom or SCORERS.get(source)
+        fn = fn or _custom or SCORERS.get(source)
         return _checked(fn(source, text, truth, extra_info=info))
     except Exception as e:  # the user's or a scorer's error, reported per sample by the manager
         return Scored(0.0, {}, _describe(e))
 
 
-def score_batch(sources: list[str], texts: list[str], truths: list[str], infos: list[dict]) -> list[Scored]:
+def score_batch(sources: list[str], texts: list[str], truths: list[str], infos: list[dict],
+                fn: Optional[Callable[..., Any]] = None) -> list[Scored]:
     """A batched user function (verl's BatchRewardManager signature): one call for all samples."""
     try:
-        values = list(_custom(data_sources=sources, solution_strs=texts, ground_truths=truths, extra_infos=infos))
+        values = list((fn or _custom)(data_sources=sources, solution_strs=texts, ground_truths=truths, extra_infos=infos))
     except Exception as e:
         return [Scored(0.0, {}, _describe(e))] * len(texts)
     if len(values) != len(texts):
@@ -93,7 +95,7 @@ class ScoringPool:
 
     def __init__(self, ref: FunctionRef, num_workers: int, timeout_s: float):
         self.ref, self.timeout_s = ref, timeout_s
-        _init_worker(ref)  # in-process scoring, and an import error surfaces here, in the trainer
+        self._fn = ref.resolve()  # for in-process scoring; an import error surfaces here, in the trainer
         self._pool = None
         if num_workers > 0:
             from pebble import ProcessPool
@@ -106,12 +108,12 @@ class ScoringPool:
     def score(self, sources: list[str], texts: list[str], truths: list[str], infos: list[dict]) -> list[Scored]:
         if self.ref.batched:
             if self._pool is None:
-                return score_batch(sources, texts, truths, infos)
+                return score_batch(sources, texts, truths, infos, self._fn)
             future = self._pool.schedule(score_batch, args=(sources, texts, truths, infos),
                                          timeout=self.timeout_s * len(texts))
             return self._result(future, len(texts))
         if self._pool is None:
-            return [score_one(*args) for args in zip(sources, texts, truths, infos)]
+            return [score_one(*args, fn=self._fn) for args in zip(sources, texts, truths, infos)]
         futures = [self._pool.schedule(score_one, args=args, timeout=self.timeout_s)
                    for args in zip(sources, texts, truths, infos)]
         return [self._result(f, 1)[0] for f in futures]

@@ -175,3 +175,13 @@ def test_batched_failure_counts_every_sample(random_model_dir, reward_file):
     out = manager(tok, reward_file, "raises", workers=1, on_error="zero", batched=True).score(
         _rollout(tok, ["12", "3"], ["12", "4"]))
     assert out.errors.tolist() == [True, True] and out.scores.tolist() == [0.0, 0.0]
+
+
+def test_pools_in_one_process_keep_their_own_functions(random_model_dir, reward_file):
+    tok = load_tokenizer(random_model_dir)
+    custom = manager(tok, reward_file, "plain")  # in-process, a user function
+    builtin = RewardManager(tok)  # in-process, the built-in scorers: must not replace the user function
+    rollout = _rollout(tok, ["12"], ["12"])
+    assert custom.score(rollout).scores.tolist() == [0.5]
+    rollout.prompts.data_source[0] = "arithmetic"
+    assert builtin.score(rollout).scores.tolist() == [1.0]
