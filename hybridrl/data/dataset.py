@@ -48,11 +48,11 @@ def _read_jsonl(path: str, key: str) -> tuple[list[dict], list[str]]:
     return rows, columns
 
 
-def read_rows(path: str, key: str, required: tuple[str, ...] = ()) -> list[dict]:
+def read_rows(path: str, key: str, required: Optional[dict[str, str]] = None) -> list[dict]:
     """Rows of one .parquet or .jsonl file as dicts; `key` names the config key (or flag) in errors.
 
-    A column in `required` that no row has is a file error (the wrong file, or a key to set);
-    a row that lacks a value is a row error, reported by the caller."""
+    `required` maps each needed column to the fix when no row has it (the wrong file, or a key
+    to set); a row that lacks a value is a row error, reported by the caller."""
     if not os.path.isfile(path):
         hint = " (create it with `hybridrl data arithmetic --output data/arithmetic`)" if "arithmetic" in path else ""
         raise DataError(f"{key}: file not found: {path}{hint}")
@@ -65,15 +65,18 @@ def read_rows(path: str, key: str, required: tuple[str, ...] = ()) -> list[dict]
             raise DataError(f"{key}: {path} is not a readable parquet file ({str(e).splitlines()[0]}); "
                             "give a .parquet or .jsonl file") from None
         rows, columns = table.to_pylist(), table.column_names
-    missing = [c for c in required if c not in columns]
-    if missing:
-        raise DataError(
-            f"{path}: no column {missing[0]!r} (columns: {', '.join(columns)}); "
-            + ("set data.prompt_key to the column holding the chat messages" if missing[0] == required[0]
-               else "set data.reward_fn_key to the column naming the reward scorer" if missing[0] == required[1]
-               else "write rows in verl's schema (data_source, prompt, reward_model.ground_truth)")
-        )
+    for column, fix in (required or {}).items():
+        if column not in columns:
+            raise DataError(f"{path}: no column {column!r} (columns: {', '.join(columns)}); {fix}")
     return rows
+
+
+PROMPT_COLUMN_FIX = "set data.prompt_key to the column holding the chat messages"
+
+
+def is_message(m: object) -> bool:
+    """A chat message: {'role': str, 'content': str, ...}."""
+    return isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)
 
 
 def row_problem(row: dict, prompt_key: str, reward_fn_key: str = "data_source",
@@ -91,7 +94,7 @@ def row_problem(row: dict, prompt_key: str, reward_fn_key: str = "data_source",
     if not messages:
         return f"{prompt_key!r} is an empty list; give at least one message"
     for j, m in enumerate(messages):
-        if not (isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)):
+        if not is_message(m):
             return f"{prompt_key!r} message {j} is {str(m)[:60]!r}, not {{'role': str, 'content': str}}"
     if not any(m["content"].strip() for m in messages):
         return f"{prompt_key!r} has only empty messages; give the prompt text"
@@ -115,9 +118,7 @@ def row_problem(row: dict, prompt_key: str, reward_fn_key: str = "data_source",
 def messages_of(row: dict, prompt_key: str, path: str, i: int) -> list[dict]:
     """The row's chat messages, or a DataError naming the file and row (SFT rows)."""
     messages = row[prompt_key]
-    ok = isinstance(messages, list) and messages and all(
-        isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str) for m in messages
-    )
+    ok = isinstance(messages, list) and messages and all(is_message(m) for m in messages)
     if not ok:
         raise DataError(
             f"{path} row {i}: column {prompt_key!r} must be a non-empty list of {{'role': str, 'content': str}} "
@@ -149,7 +150,10 @@ class RLDataset:
         self.first_bad: Optional[str] = None  # "<file> row <i>: <problem>" of the first skipped row
         taken = offset = 0  # offset: rows in the files before this one
         for path in files:
-            required = (prompt_key, reward_fn_key) + (("reward_model",) if need_ground_truth else ())
+            required = {prompt_key: PROMPT_COLUMN_FIX,
+                        reward_fn_key: "set data.reward_fn_key to the column naming the reward scorer"}
+            if need_ground_truth:
+                required["reward_model"] = "write rows in verl's schema (data_source, prompt, reward_model.ground_truth)"
             rows = read_rows(path, key, required)
             good = []
             for i, r in enumerate(rows):

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from hybridrl.data.dataset import encode_prompts, messages_of, read_rows
+from hybridrl.data.dataset import PROMPT_COLUMN_FIX, encode_prompts, messages_of, read_rows
 from hybridrl.errors import DataError
 
 
@@ -32,7 +32,8 @@ class SFTDataset:
         self.examples: list[tuple[list[int], list[int]]] = []  # (prompt ids, response ids + EOS)
         for path in files:
             top = response_key.split(".")[0]
-            rows = read_rows(path, key, required=(prompt_key, top))
+            rows = read_rows(path, key, {prompt_key: PROMPT_COLUMN_FIX,
+                                         top: "set data.response_key to the column holding the responses"})
             prompts = encode_prompts(tokenizer, [messages_of(r, prompt_key, path, i) for i, r in enumerate(rows)])
             for i, (row, p_ids) in enumerate(zip(rows, prompts)):
                 response = dotted_get(row, response_key)

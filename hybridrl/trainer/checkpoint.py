@@ -91,9 +91,9 @@ def _replace_text(path: str, text: str) -> None:
 
 def rng_state() -> tuple[dict, dict]:
     """(json-able python/numpy RNG, torch tensors) of this process."""
+    version, py_keys, py_gauss = random.getstate()
     kind, keys, pos, has_gauss, gauss = np.random.get_state()
-    plain = {"python": [random.getstate()[0], list(random.getstate()[1]), random.getstate()[2]],
-             "numpy": [kind, keys.tolist(), pos, has_gauss, gauss]}
+    plain = {"python": [version, list(py_keys), py_gauss], "numpy": [kind, keys.tolist(), pos, has_gauss, gauss]}
     tensors = {"torch": torch.get_rng_state()}
     if torch.cuda.is_available():
         tensors["cuda"] = torch.cuda.get_rng_state_all()
@@ -192,19 +192,24 @@ def problem_of(folder: str) -> Optional[str]:
     return None
 
 
-def complete_checkpoints(root: str) -> dict[int, str]:
-    """{step: folder} of the whole checkpoints in `root`."""
+def complete_checkpoints(root: str, log=None) -> dict[int, str]:
+    """{step: folder} of the whole checkpoints in `root`; `log` hears of each partial one skipped."""
     found = {}
-    if os.path.isdir(root):
-        for name in os.listdir(root):
-            m = STEP_DIR.match(name)
-            if m and problem_of(os.path.join(root, name)) is None:
-                found[int(m.group(1))] = os.path.join(root, name)
+    for name in sorted(os.listdir(root)) if os.path.isdir(root) else []:
+        m = STEP_DIR.match(name)
+        if not m:
+            continue
+        folder = os.path.join(root, name)
+        problem = problem_of(folder)
+        if problem is None:
+            found[int(m.group(1))] = folder
+        elif log is not None:
+            log(f"WARNING: skipping {folder}: {problem}")
     return found
 
 
-def latest_complete(root: str) -> Optional[ResumePoint]:
-    found = complete_checkpoints(root)
+def latest_complete(root: str, log=None) -> Optional[ResumePoint]:
+    found = complete_checkpoints(root, log)
     return read_point(found[max(found)]) if found else None
 
 
@@ -225,10 +230,7 @@ def find_resume_point(mode: str, root: str, resume_from_path: Optional[str], log
         if problem:
             raise ConfigError(f"trainer.resume_from_path={resume_from_path!r} is not a whole checkpoint: {problem}")
         return read_point(resume_from_path)
-    for name in sorted(os.listdir(root)) if os.path.isdir(root) else []:  # say which folders are passed over
-        if STEP_DIR.match(name) and (problem := problem_of(os.path.join(root, name))):
-            log(f"WARNING: skipping {os.path.join(root, name)}: {problem}")
-    return latest_complete(root)
+    return latest_complete(root, log)  # naming each partial folder it passes over
 
 
 def _load_hf_weights(module: torch.nn.Module, folder: str) -> None:
@@ -288,15 +290,6 @@ def config_changes(saved_yaml: str, current) -> list[str]:
     keys = sorted(set(saved) | set(now))
     return [f"{k}: {saved.get(k, '<absent>')!r} -> {now.get(k, '<absent>')!r}" for k in keys
             if saved.get(k) != now.get(k) and k not in RESUME_SAFE_KEYS]
-
-
-def checkpoint_bytes(run) -> int:
-    """Weights + AdamW moments (2 per parameter) of every trained module, as written."""
-    total = 0
-    for worker in (run.policy, run.critic):
-        if worker is not None:
-            total += sum(p.numel() * p.element_size() * 3 for p in worker.module.parameters())
-    return total
 
 
 def check_output_dir(root: str, need_bytes: int, key: str = "trainer.default_local_dir") -> None:

@@ -154,3 +154,12 @@ def test_bad_jsonl_line_names_file_and_line(tmp_path, tok):
     bad.write_text('{"prompt": []}\n[1, 2]\n')
     with pytest.raises(DataError, match=r"bad\.jsonl line 2 is a JSON list, not an object"):
         RLDataset([str(bad)], tok, "prompt", 64)
+
+
+def test_sft_file_without_its_response_column_names_the_response_key(tmp_path, tok):
+    from hybridrl.data.sft import SFTDataset
+
+    path = write_rows(tmp_path / "a.parquet", [{"prompt": [{"role": "user", "content": "hi"}], "answer": "3"}])
+    with pytest.raises(DataError, match=r"no column 'extra_info' \(columns: prompt, answer\); set data\.response_key"):
+        SFTDataset([path], tok, "prompt", "extra_info.answer", 64, "data.train_files")
+    assert len(SFTDataset([path], tok, "prompt", "answer", 64, "data.train_files").examples) == 1
