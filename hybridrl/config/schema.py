@@ -213,7 +213,13 @@ class CustomRewardFunctionConfig:
 class TrainerConfig:
     project_name: str = doc("hybridrl", "project name (run folder, loggers)")
     experiment_name: str = doc("arithmetic_grpo", "experiment name (run folder, loggers)")
-    logger: list[str] = doc(["console", "file"], "loggers: console (compact line per step), file (metrics.jsonl)")
+    logger: list[str] = doc(["console", "file"], "loggers: console (compact line per step), file (metrics.jsonl, "
+                                                 "always on), tensorboard (<run folder>/tensorboard), wandb (WANDB_MODE="
+                                                 "offline works), mlflow (MLFLOW_TRACKING_URI, else <run folder>/mlruns)")
+    log_val_generations: int = doc(0, "log this many validation generations (prompt, response, score) to the loggers "
+                                      "at every validation; the same prompts each time")
+    rollout_data_dir: Optional[str] = doc(None, "write every training generation to <dir>/<step>.jsonl (null: off)")
+    validation_data_dir: Optional[str] = doc(None, "write every validation generation to <dir>/<step>.jsonl (null: off)")
     total_epochs: int = doc(1, "passes over the training prompts")
     total_training_steps: Optional[int] = doc(100, "stop after this many steps (null: total_epochs decides)")
     test_freq: int = doc(10, "validate every N steps (-1: never; the last step always validates)")

@@ -43,7 +43,8 @@ class SFTTrainer:
     total_epochs: int = doc(1, "passes over the training rows")
     test_freq: int = doc(50, "validate every N steps (-1: only at the end)")
     save_freq: int = doc(-1, "also save a HuggingFace folder <default_local_dir>/global_step_<N> every N steps (-1: never)")
-    logger: list[str] = doc(["console", "file"], "loggers: console, file")
+    logger: list[str] = doc(["console", "file"], "loggers: console, file (always on), tensorboard, wandb, "
+                                                 "mlflow")
     seed: int = doc(0, "seed of torch (initial dropout/sampling state)")
 
 

@@ -14,7 +14,7 @@ from hybridrl.errors import ConfigError
 from hybridrl.rewards.manager import ON_ERROR
 from hybridrl.trainer.collect import FILTER_METRICS
 from hybridrl.trainer.optim import WARMUP_STYLES
-from hybridrl.trainer.tracking import LOGGERS
+from hybridrl.trainer.tracking import check_loggers
 
 ROLLOUT_ENGINES = ("hf",)
 REWARD_MANAGERS = ("naive", "batch", "dapo")
@@ -83,8 +83,7 @@ def validate_rl_config(cfg: RLConfig) -> BatchPlan:
     _check_reward(cfg)
     _check_checkpointing(cfg)
     check_choice("actor_rollout_ref.actor.optim.warmup_style", actor.optim.warmup_style, WARMUP_STYLES)
-    for name in tr.logger:
-        check_choice("trainer.logger", name, LOGGERS)
+    check_loggers(tr.logger)
     estimator = ADV_ESTIMATORS.entry(alg.adv_estimator)
     LOSS_AGG_MODES.entry(actor.loss_agg_mode)
     POLICY_LOSSES.entry(actor.policy_loss.loss_mode)

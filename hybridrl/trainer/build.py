@@ -66,6 +66,9 @@ class LoopSettings:
     critic_warmup: int  # the first N steps update only the critic
     kl_penalty: str  # KL estimator of the in-reward penalty
     group_filter: Optional[GroupFilter]  # DAPO dynamic sampling, None when off
+    log_val_generations: int = 0  # validation generations sent to the loggers
+    rollout_data_dir: Optional[str] = None  # every training generation as <dir>/<step>.jsonl
+    validation_data_dir: Optional[str] = None  # ... every validation generation
 
 
 @dataclass(frozen=True)
@@ -209,14 +212,16 @@ def build_run(cfg: RLConfig, plan: BatchPlan, log=print) -> RLRun:
     return RLRun(
         loop=LoopSettings(alg.adv_estimator, rollout.n, vk.n, tr.test_freq, tr.val_before_train, d.max_response_length,
                           tr.critic_warmup, alg.kl_penalty,
-                          GroupFilter(fg.metric, fg.max_num_gen_batches) if fg.enable else None),
+                          GroupFilter(fg.metric, fg.max_num_gen_batches) if fg.enable else None,
+                          tr.log_val_generations, tr.rollout_data_dir, tr.validation_data_dir),
         plan=plan, total_steps=total, pad_id=tokenizer.pad_token_id, train_data=train_data, val_data=val_data,
         sampler=PromptSampler(len(train_data), prompts_per_round, d.seed, d.shuffle),
         policy=_policy(cfg, plan, tokenizer, total), reference=reference,
         critic=_critic(cfg, total) if needs_critic(cfg) else None,
         kl_ctrl=KLController(kc.kl_coef, kc.type, kc.target_kl, kc.horizon) if alg.use_kl_in_reward else None,
         reward=_reward(cfg, tokenizer),
-        tracker=Tracker(tr.logger, run_dir, resume_step=resume.step if resume else None),
+        tracker=Tracker(tr.logger, run_dir, resume_step=resume.step if resume else None, project=tr.project_name,
+                        experiment=tr.experiment_name, config=OmegaConf.to_container(OmegaConf.structured(cfg))),
         sampling=SamplingParams(d.max_response_length, rollout.temperature, rollout.top_p, rollout.top_k, rollout.do_sample),
         val_sampling=SamplingParams(d.max_response_length, vk.temperature, vk.top_p, vk.top_k, vk.do_sample),
         adv_params=AdvantageParams(norm_adv_by_std_in_grpo=alg.norm_adv_by_std_in_grpo, gamma=alg.gamma, lam=alg.lam),

@@ -1,7 +1,9 @@
-"""Step metrics with verl's names: data statistics, timings and throughput."""
+"""Step metrics with verl's names: data statistics, timings, throughput, MFU and memory."""
 
 from __future__ import annotations
 
+import resource
+import sys
 import time
 from contextlib import contextmanager
 from typing import Iterator, Optional
@@ -13,6 +15,7 @@ from hybridrl.algos.advantages import AdvantageOutput
 from hybridrl.algos.group_filter import groups_with_spread
 from hybridrl.algos.value_loss import explained_variance
 from hybridrl.batch import Rollout
+from hybridrl.models.flops import attention_width, matmul_params, measured_peak_flops, training_flops
 from hybridrl.rewards.manager import RewardOutput
 
 
@@ -87,3 +90,39 @@ def throughput_metrics(rollout: Rollout, step_seconds: float, world_size: int) -
         "perf/time_per_step": step_seconds,
         "perf/throughput": tokens / max(step_seconds, 1e-9) / world_size,
     }
+
+
+def timing_per_token_metrics(metrics: dict[str, float], rollout: Rollout) -> dict[str, float]:
+    """`timing_per_token_ms/<phase>`: generation per response token, every other phase per token
+    of prompt + response (the tokens its forward passes read), as verl divides them."""
+    response = float(rollout.response_mask.sum())
+    overall = response + float(rollout.prompts.attention_mask.sum())
+    out = {}
+    for key, seconds in metrics.items():
+        if key.startswith("timing_s/"):
+            phase = key[len("timing_s/"):]
+            tokens = response if phase in ("gen", "gen_max") else overall
+            out[f"timing_per_token_ms/{phase}"] = 1000 * seconds / max(tokens, 1.0)
+    return out
+
+
+def actor_mfu(module, rollout: Rollout, ppo_epochs: int, seconds: float, world_size: int = 1) -> dict[str, float]:
+    """`perf/mfu/actor`: model FLOPs of the actor update (ppo_epochs forward + backward passes over
+    every sequence, models/flops.py) per second per worker, over the measured matmul peak of the
+    weights' device and dtype."""
+    p = next(module.parameters())
+    lens = rollout.prompts.attention_mask.sum(-1) + rollout.response_mask.sum(-1)
+    flops = ppo_epochs * training_flops(lens, matmul_params(module), module.config.num_hidden_layers,
+                                        attention_width(module.config))
+    peak = measured_peak_flops(str(p.device), p.dtype)
+    return {"perf/mfu/actor": flops / max(seconds, 1e-9) / world_size / peak}
+
+
+def memory_metrics() -> dict[str, float]:
+    """`perf/max_memory_allocated_gb` (GiB): the CUDA allocator's peak on GPU, on CPU the process's
+    peak resident set (getrusage reports KiB on Linux, bytes on macOS)."""
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        return {"perf/max_memory_allocated_gb": torch.cuda.max_memory_allocated() / 2**30,
+                "perf/max_memory_reserved_gb": torch.cuda.max_memory_reserved() / 2**30}
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * (1 if sys.platform == "darwin" else 1024)
+    return {"perf/max_memory_allocated_gb": peak / 2**30}

@@ -16,7 +16,15 @@ from hybridrl.rewards.manager import on_last_token
 from hybridrl.trainer.build import RLRun
 from hybridrl.trainer.checkpoint import prune, restore, save_checkpoint
 from hybridrl.trainer.collect import collect_rollout, greedy_baseline
-from hybridrl.trainer.metrics import data_metrics, throughput_metrics, timed
+from hybridrl.trainer.generations import dump_rows, generation_rows
+from hybridrl.trainer.metrics import (
+    actor_mfu,
+    data_metrics,
+    memory_metrics,
+    throughput_metrics,
+    timed,
+    timing_per_token_metrics,
+)
 from hybridrl.trainer.validate import mean_val_score, validate
 from hybridrl.workers.critic import CriticBatch
 
@@ -65,7 +73,7 @@ class RLTrainer:
             self.log(f"resumed from step {p.step} (epoch {p.epoch}, sample {p.sample}) of {p.path}")
             first = p.step + 1
         # a resumed run validated before its first step already
-        before = self.validate() if r.loop.val_before_train and r.resume is None else {}
+        before = self.validate(step=0) if r.loop.val_before_train and r.resume is None else {}
         if before:
             r.tracker.log(before, step=0)
         after = before
@@ -76,7 +84,7 @@ class RLTrainer:
             last = step == r.total_steps
             if r.val_data is not None and (last or (test_freq > 0 and step % test_freq == 0)):
                 with timed(metrics, "testing"):
-                    after = self.validate()
+                    after = self.validate(step)
                 metrics.update(after)
             r.tracker.log(metrics, step)
             if r.checkpointing.due(step, last):  # after logging: a checkpoint's steps are all in metrics.jsonl
@@ -121,10 +129,26 @@ class RLTrainer:
                     m.update(r.policy.update(TrainBatch(seqs, adv.advantages, rollout.rollout_log_probs, old_lp, ref_lp)))
         m.update(data_metrics(rollout, reward, token_rewards, adv, values, s.max_response_length))
         m.update(throughput_metrics(rollout, m["timing_s/step"], r.plan.world_size))
+        m.update(timing_per_token_metrics(m, rollout))
+        if "timing_s/update_actor" in m:
+            m.update(actor_mfu(r.policy.module, rollout, r.policy.settings.ppo_epochs, m["timing_s/update_actor"],
+                               r.plan.world_size))
+        m.update(memory_metrics())
+        if s.rollout_data_dir:  # every generation of the step, with its sequence advantage (mean over tokens)
+            seq_adv = ((adv.advantages * mask).sum(-1) / mask.sum(-1).clamp(min=1)).tolist()
+            dump_rows(s.rollout_data_dir, step, generation_rows(rollout, reward, r.tokenizer, seq_adv))
         return m
 
-    def validate(self) -> dict[str, float]:
-        if self.r.val_data is None:
+    def validate(self, step: int) -> dict[str, float]:
+        """Validation metrics; the generations go to trainer.validation_data_dir and, the first
+        trainer.log_val_generations of them, to the loggers."""
+        r, s = self.r, self.r.loop
+        if r.val_data is None:
             return {}
-        return validate(self.r.policy.engine, self.r.val_data, self.r.reward, self.r.val_sampling, self.r.loop.val_n,
-                        self.r.pad_id)
+        result = validate(r.policy.engine, r.val_data, r.reward, r.val_sampling, s.val_n, r.pad_id)
+        if s.validation_data_dir:
+            dump_rows(s.validation_data_dir, step, result.rows)
+        if s.log_val_generations > 0:
+            keep = ("input", "output", "gts", "score")
+            r.tracker.log_generations([{k: row[k] for k in keep} for row in result.rows[:s.log_val_generations]], step)
+        return result.metrics

@@ -6,6 +6,7 @@ import os
 import time
 
 import torch
+from omegaconf import OmegaConf
 from tqdm import tqdm
 
 from hybridrl.batch import split
@@ -21,7 +22,7 @@ from hybridrl.rewards.manager import RewardManager
 from hybridrl.rollout.base import SamplingParams
 from hybridrl.rollout.hf import HFRolloutEngine
 from hybridrl.trainer.optim import WARMUP_STYLES, build_optimizer, warmup_steps_of
-from hybridrl.trainer.tracking import LOGGERS, Tracker
+from hybridrl.trainer.tracking import Tracker, check_loggers
 from hybridrl.trainer.validate import mean_val_score, validate
 
 
@@ -42,8 +43,7 @@ def save_hf(model, tokenizer, folder: str) -> None:
 def run_sft(cfg: SFTConfig, log=tqdm.write) -> dict[str, float]:
     d, o, tr = cfg.data, cfg.optim, cfg.trainer
     check_choice("optim.lr_scheduler", o.lr_scheduler, WARMUP_STYLES)
-    for name in tr.logger:
-        check_choice("trainer.logger", name, LOGGERS)
+    check_loggers(tr.logger)
     if d.train_batch_size % d.micro_batch_size_per_gpu:
         raise ConfigError(f"data.micro_batch_size_per_gpu={d.micro_batch_size_per_gpu} must divide "
                           f"data.train_batch_size={d.train_batch_size}")
@@ -59,10 +59,12 @@ def run_sft(cfg: SFTConfig, log=tqdm.write) -> dict[str, float]:
     sampler = PromptSampler(len(train), d.train_batch_size, d.seed)
     engine = HFRolloutEngine(model, eos_token_ids(model, tokenizer), tokenizer.pad_token_id)
     greedy = SamplingParams(max_new_tokens=train.longest_response(), do_sample=False)
-    reward, tracker = RewardManager(tokenizer), Tracker(tr.logger, tr.default_local_dir, write=log)
+    reward = RewardManager(tokenizer)
+    tracker = Tracker(tr.logger, tr.default_local_dir, write=log, experiment="sft",
+                      config=OmegaConf.to_container(OmegaConf.structured(cfg)))
 
     def evaluate() -> dict[str, float]:
-        return validate(engine, val_rl, reward, greedy, 1, tokenizer.pad_token_id) if val_rl else {}
+        return validate(engine, val_rl, reward, greedy, 1, tokenizer.pad_token_id).metrics if val_rl else {}
 
     start, metrics = time.perf_counter(), {}
     for step in tqdm(range(1, total + 1), desc="sft", unit="step", dynamic_ncols=True):

@@ -3,28 +3,43 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Callable, Optional
 
+from hybridrl.batch import Rollout
 from hybridrl.data.dataset import RLDataset
 from hybridrl.eval.metrics import group_metrics
 from hybridrl.rewards.manager import RewardManager
 from hybridrl.rollout.base import RolloutEngine, SamplingParams, generate_rollout
+from hybridrl.trainer.generations import generation_rows
+
+
+@dataclass
+class Validation:
+    metrics: dict[str, float] = field(default_factory=dict)
+    rows: list[dict] = field(default_factory=list)  # every generation (generation_rows), prompt by prompt
 
 
 def validate(engine: RolloutEngine, data: RLDataset, reward: RewardManager, sampling: SamplingParams, n: int,
-             pad_id: int, batch_size: int = 256) -> dict[str, float]:
+             pad_id: int, batch_size: int = 256, on_rollout: Optional[Callable[[Rollout], None]] = None) -> Validation:
     """Per data_source, averaged over its prompts: `val-core/<src>/reward/{mean,std}@n` and, with
     n > 1, `{best,worst,pass,maj}@k` for k = 1, 2, 4, ... n (maj@k when the scorer returns `pred`;
     pass@k counts `acc`, else score > 0, as correct); `val-aux/<src>/<extra>/mean@n` for a reward
-    function's extras, the mean response length and the scorer-error count."""
+    function's extras, the mean response length and the scorer-error count. `on_rollout` sees each
+    batch's Rollout (its token ids), in order, e.g. for log-probs under another model."""
     per_prompt: dict[str, list[dict[str, float]]] = defaultdict(list)
     extras: dict[tuple[str, str], list[float]] = defaultdict(list)
     lengths: list[float] = []
     errors = 0
+    rows: list[dict] = []
     prompts_per_batch = max(1, batch_size // n)
     for start in range(0, len(data), prompts_per_batch):
         prompts = data.collate(list(range(start, min(start + prompts_per_batch, len(data)))), pad_id)
         rollout = generate_rollout(engine, prompts, n, sampling)  # rows i*n .. i*n+n-1: prompt i
+        if on_rollout is not None:
+            on_rollout(rollout)
         out = reward.score(rollout)
+        rows += generation_rows(rollout, out, reward.tokenizer)
         scores = out.scores.tolist()
         for i in range(0, len(scores), n):
             group = range(i, i + n)
@@ -42,7 +57,7 @@ def validate(engine: RolloutEngine, data: RLDataset, reward: RewardManager, samp
     metrics.update({f"val-aux/{src}/{key}/mean@{n}": sum(v) / len(v) for (src, key), v in sorted(extras.items())})
     metrics["val-aux/response_length/mean"] = sum(lengths) / len(lengths)
     metrics["val-aux/reward/errors"] = float(errors)
-    return metrics
+    return Validation(metrics, rows)
 
 
 def mean_val_score(metrics: dict[str, float]) -> float | None:

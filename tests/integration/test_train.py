@@ -24,6 +24,7 @@ REQUIRED_METRICS = [
     "actor/pg_loss", "actor/pg_clipfrac", "actor/ppo_kl", "actor/entropy", "actor/grad_norm", "actor/lr",
     "critic/score/mean", "critic/advantages/mean", "response_length/mean", "timing_s/gen",
     "timing_s/update_actor", "timing_s/step", "perf/throughput", "training/rollout_probs_diff_mean",
+    "timing_per_token_ms/gen", "timing_per_token_ms/update_actor", "perf/mfu/actor", "perf/max_memory_allocated_gb",
 ]
 
 

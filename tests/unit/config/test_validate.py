@@ -118,8 +118,34 @@ def test_unknown_warmup_style():
 
 def test_unknown_logger():
     with pytest.raises(ConfigError, match=re.escape(
-            "trainer.logger='wandb' is not supported; valid values: console, file")):
-        validate("trainer.logger=[console,wandb]")
+            "trainer.logger='neptune' is not supported; valid values: console, file, tensorboard, wandb, mlflow")):
+        validate("trainer.logger=[console,neptune]")
+
+
+@pytest.mark.parametrize("logger, package", [("tensorboard", "tensorboard"), ("wandb", "wandb"),
+                                             ("mlflow", "mlflow-skinny")])
+def test_logger_without_its_package_names_the_pip_package(monkeypatch, logger, package):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == logger else real(name, *a))
+    with pytest.raises(ConfigError, match=re.escape(f"the {package} package is not installed: pip install {package} "
+                                                    "(or pip install 'hybridrl[tracking]')")):
+        validate(f"trainer.logger=[console,{logger}]")
+    validate("trainer.logger=[console,file]")  # not asked for: never looked up
+
+
+def test_mlflow_local_store_without_sqlalchemy_says_what_to_install(monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "sqlalchemy" else real(name, *a))
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    with pytest.raises(ConfigError, match=re.escape("needs sqlalchemy: pip install sqlalchemy (or pip install "
+                                                    "'hybridrl[tracking]'), or set MLFLOW_TRACKING_URI")):
+        validate("trainer.logger=[console,mlflow]")
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://tracking.example:5000")  # a server: no local store needed
+    validate("trainer.logger=[console,mlflow]")
 
 
 def test_more_than_one_gpu_rejected():

@@ -1,12 +1,15 @@
 import json
+import sys
 
+import pytest
 import torch
 
 from hybridrl.algos.advantages import AdvantageOutput
 from hybridrl.batch import PromptBatch, Rollout
 from hybridrl.rewards.manager import RewardOutput
-from hybridrl.trainer.metrics import data_metrics, throughput_metrics
-from hybridrl.trainer.tracking import Tracker, format_line
+from hybridrl.models.flops import matmul_params, measured_peak_flops, training_flops
+from hybridrl.trainer.metrics import data_metrics, memory_metrics, throughput_metrics, timing_per_token_metrics
+from hybridrl.trainer.tracking import Tracker, format_line, mlflow_key
 
 
 def rollout() -> Rollout:
@@ -85,3 +88,46 @@ def test_tracker_writes_jsonl_and_a_console_line(tmp_path):
     assert record == {"step": 3, "critic/score/mean": 0.25, "actor/pg_loss": "nan", "val-core/a/reward/mean@1": 0.5}
     assert lines == ["step 3 | score=0.25 | pg_loss=nan | val-core/a/reward/mean@1=0.5"]
     assert format_line({}, 1) == "step 1"
+
+
+def test_timing_per_token_divides_generation_by_response_tokens_and_the_rest_by_all():
+    # rollout(): response tokens 2 + 4 = 6, prompt tokens 2 + 3 = 5
+    m = timing_per_token_metrics({"timing_s/gen": 0.6, "timing_s/update_actor": 1.1, "actor/pg_loss": 3.0}, rollout())
+    assert m == pytest.approx({"timing_per_token_ms/gen": 100.0, "timing_per_token_ms/update_actor": 100.0})
+
+
+def test_training_flops_by_hand():
+    # two sequences of 2 and 3 tokens, 10 matmul params, 2 layers of width 4:
+    # 6 * 10 * (2 + 3) + 12 * 2 * 4 * (4 + 9) = 300 + 1248
+    assert training_flops(torch.tensor([2, 3]), n_matmul=10, n_layers=2, width=4) == 1548.0
+
+
+def test_matmul_params_count_linear_weights_once_per_module_tied_head_included():
+    lin = torch.nn.Sequential(torch.nn.Embedding(7, 3), torch.nn.Linear(3, 5), torch.nn.Linear(5, 7, bias=False))
+    assert matmul_params(lin) == 3 * 5 + 5 * 7  # embedding lookups and biases are not matmul weights
+    assert 1e8 < measured_peak_flops("cpu", torch.float32, 256, 3) < 1e14  # a real, plausible measurement
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_memory_metric_is_the_peak_rss_on_cpu():
+    got = memory_metrics()["perf/max_memory_allocated_gb"]
+    hwm_kib = next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM:"))
+    assert got == pytest.approx(hwm_kib / 2**20, rel=0.01) and got > 0.01  # the kernel's own high-water mark
+
+
+def test_file_logger_is_always_on_and_keeps_generations(tmp_path):
+    lines = []
+    tracker = Tracker(["console"], str(tmp_path), write=lines.append)
+    tracker.log({"critic/score/mean": 0.5}, step=1)
+    tracker.log_generations([{"input": "What is 1+1?", "output": "2", "gts": "2", "score": 1.0}], step=1)
+    tracker.close()
+    assert json.loads(open(tmp_path / "metrics.jsonl").read()) == {"step": 1, "critic/score/mean": 0.5}
+    assert json.loads(open(tmp_path / "val_generations.jsonl").read()) == {
+        "step": 1, "input": "What is 1+1?", "output": "2", "gts": "2", "score": 1.0}
+    assert lines[1] == "step 1 sample 1/1 score=1: 'What is 1+1?' -> '2'"
+
+
+def test_mlflow_keys_keep_verl_names_readable():
+    assert mlflow_key("val-core/math/reward/pass@4") == "val-core/math/reward/pass_at_4"
+    assert mlflow_key("timing_s/update_actor") == "timing_s/update_actor"
+    assert mlflow_key("a:b(c)") == "a_b_c_"
