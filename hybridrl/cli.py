@@ -1,4 +1,4 @@
-"""`hybridrl` command line: train (RL), sft, plan, data, export, algos.
+"""`hybridrl` command line: train (RL), sft, plan, data, export, algos, plot, compare, eval.
 
 Config commands take `--config FILE.yaml` and verl-style `key=value` overrides; `--help`
 lists every key with its default and meaning. A user error prints one line, exit code 2.
@@ -29,6 +29,43 @@ def _add_config_command(sub, name: str, help_text: str, cls) -> None:
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--config", help="YAML file of config keys (overrides on the command line win)")
     p.add_argument("overrides", nargs="*", metavar="key=value", help="dotted config overrides, verl style")
+
+
+def _add_eval_command(sub) -> None:
+    from hybridrl.config.schema import DataConfig, RewardModelConfig
+
+    d, rm = DataConfig(), RewardModelConfig()
+    text = ("validation metrics (reward mean@n, pass@k, ...) of a model or checkpoint on prompt files, plus "
+            "diversity of the n samples per prompt and, with --ref, KL to a reference model")
+    ev = sub.add_parser("eval", help=text, description=text,
+                        epilog="prints a table; --output writes it as JSON, --dump every generation as JSONL")
+    ev.add_argument("--model", default="tiny-arith", help="HF model folder, bundled model name, run folder (newest "
+                                                          "checkpoint) or global_step_<N> folder (default: %(default)s)")
+    ev.add_argument("--data", nargs="+", required=True, metavar="FILE", help="parquet/jsonl files in verl's schema")
+    ev.add_argument("--n", type=int, default=8, help="samples per prompt (default: %(default)s)")
+    ev.add_argument("--temperature", type=float, default=1.0, help="sampling temperature (default: %(default)s)")
+    ev.add_argument("--top-p", type=float, default=1.0, help="nucleus sampling mass (default: %(default)s)")
+    ev.add_argument("--top-k", type=int, default=-1, help="top-k sampling, -1: off (default: %(default)s)")
+    ev.add_argument("--greedy", action="store_true", help="argmax decoding instead of sampling")
+    ev.add_argument("--max-prompt-length", type=int, default=d.max_prompt_length,
+                    help="longest prompt in tokens, after the chat template (default: %(default)s)")
+    ev.add_argument("--max-response-length", type=int, default=d.max_response_length,
+                    help="most tokens generated per response (default: %(default)s)")
+    ev.add_argument("--max-samples", type=int, default=-1, help="evaluate the first N prompts, -1: all (default: %(default)s)")
+    ev.add_argument("--batch-size", type=int, default=256, help="responses per generation batch (default: %(default)s)")
+    ev.add_argument("--seed", type=int, default=1, help="sampling seed (default: %(default)s)")
+    ev.add_argument("--ref", help="reference model for the KL metrics (same kinds of path as --model)")
+    ev.add_argument("--output", metavar="JSON", help="write settings and metrics as JSON here")
+    ev.add_argument("--dump", metavar="JSONL", help="write every generation (prompt, response, score, ...) here")
+    ev.add_argument("--prompt-key", default=d.prompt_key, help="column of the chat messages (default: %(default)s)")
+    ev.add_argument("--reward-fn-key", default=d.reward_fn_key,
+                    help="column naming each row's reward scorer (default: %(default)s)")
+    ev.add_argument("--num-workers", type=int, default=rm.num_workers,
+                    help="scoring processes, 0: in this process (default: %(default)s)")
+    ev.add_argument("--on-error", choices=("raise", "zero"), default=rm.on_error,
+                    help="a failing scorer stops the eval, or scores 0 and is counted (default: %(default)s)")
+    ev.add_argument("--custom-reward-path", help="Python file with a verl-style reward function for every row")
+    ev.add_argument("--custom-reward-name", default="compute_score", help="its name (default: %(default)s)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -66,6 +103,19 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("out", help="new output folder")
     sub.add_parser("algos", help="list advantage estimators, policy losses, KL estimators and loss reductions",
                    description="list advantage estimators, policy losses, KL estimators and loss reductions")
+    run_help = "run folders (a run's trainer.default_local_dir) or metrics.jsonl files"
+    text = "plot reward, validation accuracy, KL, entropy, response length and step time of runs against step"
+    pl = sub.add_parser("plot", help=text, description=text)
+    pl.add_argument("runs", nargs="+", metavar="RUN_DIR", help=run_help)
+    pl.add_argument("-o", "--output", default="curves.png",
+                    help="image to write, .png/.pdf/.svg (default: %(default)s)")
+    text = "table of the final and best value of each metric per run (validation accuracy, reward, KL, time, ...)"
+    cmp = sub.add_parser("compare", help=text, description=text)
+    cmp.add_argument("runs", nargs="+", metavar="RUN_DIR", help=run_help)
+    cmp.add_argument("--keys", help="comma-separated metrics, e.g. critic/score/mean,actor/entropy,steps (default: "
+                                    "validation accuracy per source, reward, length, entropy, KL, time, steps)")
+    cmp.add_argument("--json", metavar="PATH", help="also write the table as JSON to PATH")
+    _add_eval_command(sub)
     return parser
 
 
@@ -166,7 +216,50 @@ def cmd_export(args) -> None:
     print(f"exported {actor_folder(args.checkpoint)} -> {args.out}; logits match (max |difference| = {diff:g})")
 
 
-COMMANDS = {"export": cmd_export, "train": cmd_train, "plan": cmd_plan, "sft": cmd_sft, "data": cmd_data, "algos": cmd_algos}
+def cmd_plot(args) -> None:
+    from hybridrl.eval.plot import plot_runs
+    from hybridrl.eval.runs import load_runs
+
+    plot_runs(load_runs(args.runs), args.output)
+    print(f"wrote {args.output}")
+
+
+def cmd_compare(args) -> None:
+    import json
+
+    from hybridrl.eval.compare import compare_table, render, to_json
+    from hybridrl.eval.runs import load_runs
+
+    runs = load_runs(args.runs)
+    keys = [k.strip() for k in args.keys.split(",") if k.strip()] if args.keys else None
+    rows = compare_table(runs, keys)
+    names = [run.name for run in runs]
+    print(render(rows, names))
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump(to_json(rows, names), f, indent=2)
+        print(f"wrote {args.json}", file=sys.stderr)  # stdout stays the table alone, for pipes
+
+
+def cmd_eval(args) -> None:
+    from hybridrl.eval.evaluate import EvalSettings, evaluate, format_table
+
+    result = evaluate(EvalSettings(
+        data=args.data, model=args.model, n=args.n, temperature=args.temperature, top_p=args.top_p, top_k=args.top_k,
+        greedy=args.greedy, max_prompt_length=args.max_prompt_length, max_response_length=args.max_response_length,
+        max_samples=args.max_samples, batch_size=args.batch_size, seed=args.seed, ref=args.ref,
+        prompt_key=args.prompt_key, reward_fn_key=args.reward_fn_key, num_workers=args.num_workers,
+        on_error=args.on_error, custom_reward_path=args.custom_reward_path,
+        custom_reward_name=args.custom_reward_name, output=args.output, dump=args.dump),
+        log=lambda line: print(line, file=sys.stderr))
+    print(format_table(result))
+    for path in (args.output, args.dump):
+        if path:
+            print(f"wrote {path}", file=sys.stderr)  # stdout stays the table alone, for pipes
+
+
+COMMANDS = {"export": cmd_export, "train": cmd_train, "plan": cmd_plan, "sft": cmd_sft, "data": cmd_data,
+            "algos": cmd_algos, "plot": cmd_plot, "compare": cmd_compare, "eval": cmd_eval}
 
 
 def main(argv: list[str] | None = None) -> int:
