@@ -8,9 +8,10 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from hybridrl.algos.reduce import LossScale, reduce_loss
+from hybridrl.algos.reduce import reduce_loss
 from hybridrl.algos.value_loss import clipped_value_loss
 from hybridrl.batch import Sequences, split
+from hybridrl.distributed.dp import SINGLE, DataParallel
 from hybridrl.models.forward import batched_values, response_values
 from hybridrl.workers.update_loop import UpdatingWorker, clip_and_step
 
@@ -35,8 +36,10 @@ class CriticBatch:
 
 
 class Critic(UpdatingWorker[CriticBatch]):
-    def __init__(self, module, optimizer, scheduler, settings: CriticSettings, seed: int = 0):
+    def __init__(self, module, optimizer, scheduler, settings: CriticSettings, seed: int = 0,
+                 dp: DataParallel = SINGLE):
         self.module, self.optimizer, self.scheduler, self.settings = module, optimizer, scheduler, settings
+        self.dp = dp
         self.shuffle_generator = torch.Generator().manual_seed(seed)
 
     def values(self, seqs: Sequences) -> Tensor:
@@ -46,7 +49,8 @@ class Critic(UpdatingWorker[CriticBatch]):
 
     def _optimizer_step(self, mini: CriticBatch) -> dict[str, float]:
         s = self.settings
-        scale = LossScale.of(mini.seqs.response_mask)  # whole mini-batch: micro-batching leaves the gradient exact
+        # whole mini-batch over every rank: micro-batching and sharding leave the gradient exact
+        scale = self.dp.loss_scale(mini.seqs.response_mask)
         self.optimizer.zero_grad(set_to_none=True)
         stats: dict[str, float] = defaultdict(float)
         for micro in split(mini, s.micro_batch_size):
@@ -58,6 +62,8 @@ class Critic(UpdatingWorker[CriticBatch]):
             stats["critic/vf_loss"] += loss.item()
             stats["critic/vf_clipfrac"] += reduce_loss(out.clipped, mask, "token-mean", scale).item()
             stats["critic/vpred_mean"] += reduce_loss(vpreds.detach(), mask, "token-mean", scale).item()
+        self.dp.sum_gradients(self.module.parameters())
+        stats = self.dp.reduce_stats(dict(stats))
         stats["critic/grad_norm"] = clip_and_step(self.module.parameters(), self.optimizer, s.grad_clip)
         stats["critic/lr"] = self.optimizer.param_groups[0]["lr"]
-        return dict(stats)
+        return stats

@@ -12,6 +12,7 @@ from hybridrl.algos.kl import kl_penalty
 from hybridrl.algos.policy_losses import POLICY_LOSSES, PolicyLossParams
 from hybridrl.algos.reduce import LossScale, reduce_loss
 from hybridrl.batch import PromptBatch, Rollout, Sequences, TrainBatch, split
+from hybridrl.distributed.dp import SINGLE, DataParallel
 from hybridrl.models.forward import batched_log_probs, response_log_probs
 from hybridrl.rollout.base import RolloutEngine, SamplingParams, generate_rollout
 from hybridrl.workers.update_loop import UpdatingWorker, clip_and_step
@@ -37,9 +38,10 @@ class UpdateSettings:
 
 
 class Policy(UpdatingWorker[TrainBatch]):
-    def __init__(self, module, optimizer, scheduler, engine: RolloutEngine, settings: UpdateSettings, seed: int = 0):
+    def __init__(self, module, optimizer, scheduler, engine: RolloutEngine, settings: UpdateSettings, seed: int = 0,
+                 dp: DataParallel = SINGLE):
         self.module, self.optimizer, self.scheduler = module, optimizer, scheduler
-        self.engine, self.settings = engine, settings
+        self.engine, self.settings, self.dp = engine, settings, dp
         self.shuffle_generator = torch.Generator().manual_seed(seed)
 
     def state_dict(self) -> dict:
@@ -57,9 +59,9 @@ class Policy(UpdatingWorker[TrainBatch]):
         return batched_log_probs(self.module, seqs, self.settings.temperature, self.settings.log_prob_micro_batch_size)
 
     def _optimizer_step(self, mini: TrainBatch) -> dict[str, float]:
-        # Normalize by the whole mini-batch so accumulated micro-batch gradients equal the
-        # full-batch gradient (see algos/reduce.py).
-        scale = LossScale.of(mini.seqs.response_mask, self.settings.loss_scale_factor)
+        # Normalize by the whole mini-batch (over every data-parallel rank) so accumulated
+        # micro-batch gradients equal the full-batch gradient (algos/reduce.py, distributed/dp.py).
+        scale = self.dp.loss_scale(mini.seqs.response_mask, self.settings.loss_scale_factor)
         self.optimizer.zero_grad(set_to_none=True)
         stats: dict[str, float] = defaultdict(float)
         for micro in split(mini, self.settings.micro_batch_size):
@@ -67,9 +69,11 @@ class Policy(UpdatingWorker[TrainBatch]):
             loss.backward()
             for key, value in micro_stats.items():
                 stats[key] = max(stats[key], value) if key.endswith("_max") else stats[key] + value
+        self.dp.sum_gradients(self.module.parameters())
+        stats = self.dp.reduce_stats(dict(stats))
         stats["actor/grad_norm"] = clip_and_step(self.module.parameters(), self.optimizer, self.settings.grad_clip)
         stats["actor/lr"] = self.optimizer.param_groups[0]["lr"]
-        return dict(stats)
+        return stats
 
     def _micro_loss(self, micro: TrainBatch, scale: LossScale) -> tuple[Tensor, dict[str, float]]:
         """The micro-batch's share of the mini-batch loss, and its share of each metric."""

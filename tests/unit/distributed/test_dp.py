@@ -1,0 +1,94 @@
+"""Data parallelism is exact: two gloo ranks, each updating on half of a mini-batch, produce the
+single-process gradient and metrics (global token normalisation, summed gradients)."""
+
+from __future__ import annotations
+
+import socket
+import sys
+
+import pytest
+import torch
+import torch.multiprocessing as mp
+
+from hybridrl.batch import select
+from hybridrl.distributed.dp import init_data_parallel
+from hybridrl.models.loading import load_causal_lm, load_value_model
+from hybridrl.trainer.optim import build_optimizer
+from hybridrl.workers.critic import Critic, CriticSettings
+from hybridrl.workers.policy import Policy
+
+sys.path.insert(0, __file__.rsplit("/tests/", 1)[0] + "/tests/unit/workers")
+from test_critic import critic_batch  # noqa: E402
+from test_policy import batch, settings  # noqa: E402
+
+# the shards are uneven in tokens (rows 0-3 hold 15 response tokens, rows 4-7 hold 21): a per-rank
+# mean would weight them wrongly
+SHARDS = [torch.arange(0, 4), torch.arange(4, 8)]
+
+
+def _update(role: str, model_dir: str, micro: int, mode: str, rows=None, dp=None):
+    """(grads, metrics) of one update with lr 0, on `rows` of the batch (all when None)."""
+    from hybridrl.distributed.dp import SINGLE
+
+    torch.manual_seed(0)
+    if role == "actor":
+        module = load_causal_lm(model_dir)
+        data = batch(module.config.vocab_size)
+        s = settings(micro=micro, mode=mode, mini_batch_size=8 if rows is None else len(rows))
+        make = lambda opt, sched: Policy(module, opt, sched, engine=None, settings=s, dp=dp or SINGLE)  # noqa: E731
+    else:
+        module = load_value_model(model_dir, "critic.model.path")
+        data = critic_batch(module.config.vocab_size)
+        s = CriticSettings(mini_batch_size=8 if rows is None else len(rows), micro_batch_size=micro,
+                           forward_micro_batch_size=8, ppo_epochs=1, shuffle=False, cliprange_value=0.2,
+                           loss_agg_mode=mode, grad_clip=1e9)
+        make = lambda opt, sched: Critic(module, opt, sched, s, dp=dp or SINGLE)  # noqa: E731
+    opt, sched = build_optimizer(module.parameters(), 0.0, 0.0, [0.9, 0.999], 0, 1, "constant", 0.0)
+    metrics = make(opt, sched).update(data if rows is None else select(data, rows))
+    return [p.grad.clone() for p in module.parameters()], metrics
+
+
+# (role, loss_agg_mode, micro-batch size). The critic keeps the single process's micro-batches: its
+# clip fraction counts tokens past a threshold, and a value that moves by 1e-7 with the batch's
+# composition may cross it.
+CASES = [("actor", "token-mean", 4), ("actor", "seq-mean-token-mean", 3), ("actor", "seq-mean-token-sum-norm", 4),
+         ("critic", "token-mean", 4)]
+
+
+def _rank(rank: int, port: int, out: str, model_dir: str) -> None:
+    torch.set_num_threads(1)
+    dp = init_data_parallel(rank, 2, "127.0.0.1", port, timeout_s=60)
+    for i, (role, mode, micro) in enumerate(CASES):
+        torch.save(_update(role, model_dir, micro, mode, SHARDS[rank], dp), f"{out}/case{i}_rank{rank}.pt")
+    torch.distributed.destroy_process_group()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def two_rank_results(random_model_dir, tmp_path_factory):
+    """Every case run by two gloo ranks in one spawn (process start-up dominates)."""
+    out = tmp_path_factory.mktemp("dp")
+    mp.start_processes(_rank, args=(_free_port(), str(out), random_model_dir), nprocs=2, start_method="spawn")
+    return {i: [torch.load(out / f"case{i}_rank{r}.pt", weights_only=False) for r in range(2)]
+            for i in range(len(CASES))}
+
+
+@pytest.mark.parametrize("case", range(len(CASES)), ids=["-".join(map(str, c)) for c in CASES])
+def test_two_ranks_on_half_batches_equal_one_process_on_the_whole(random_model_dir, two_rank_results, case):
+    role, mode, micro = CASES[case]
+    full_grads, full_metrics = _update(role, random_model_dir, micro, mode)
+    ranks = two_rank_results[case]
+    assert any(g.abs().sum() > 0 for g in full_grads)
+    for grads, metrics in ranks:
+        for a, b in zip(full_grads, grads):
+            assert torch.allclose(a, b, atol=1e-6, rtol=1e-4)
+        assert metrics.keys() == full_metrics.keys()
+        for key, value in full_metrics.items():
+            assert metrics[key] == pytest.approx(value, rel=1e-5, abs=1e-7), key
+    for a, b in zip(ranks[0][0], ranks[1][0]):  # the replicas stay identical
+        assert torch.equal(a, b)
