@@ -21,7 +21,11 @@ def clipped_value_loss(vpreds: Tensor, old_values: Tensor, returns: Tensor, clip
     v_clip = old_values + (vpreds - old_values).clamp(-cliprange_value, cliprange_value)
     unclipped = (vpreds - returns).square()
     clipped = (v_clip - returns).square()
-    return ValueLossOutput(loss=0.5 * torch.maximum(unclipped, clipped), clipped=(clipped > unclipped).float())
+    # Inside the range v_clip = old + (V - old) equals V only up to rounding, so `clipped > unclipped`
+    # alone would count in-range tokens by coin flip: a token is clipped only outside the range.
+    outside = (vpreds - old_values).abs() > cliprange_value
+    return ValueLossOutput(loss=0.5 * torch.maximum(unclipped, clipped),
+                           clipped=(outside & (clipped > unclipped)).float())
 
 
 def explained_variance(values: Tensor, returns: Tensor, mask: Tensor) -> float:
@@ -31,6 +35,8 @@ def explained_variance(values: Tensor, returns: Tensor, mask: Tensor) -> float:
     if ret.numel() < 2:
         return 0.0
     var = ret.var()
-    if var == 0:
+    # Constant returns up to rounding (spread below 1e-6 in reward units, or 1e-6 of their size):
+    # nothing to explain, and a ratio over rounding noise would read -1e15.
+    if var <= 1e-12 * max(1.0, float((ret ** 2).mean())):
         return 0.0
     return float(1.0 - (ret - values[m].double()).var() / var)

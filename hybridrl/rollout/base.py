@@ -10,6 +10,7 @@ import torch
 from torch import Tensor
 
 from hybridrl.batch import PromptBatch, Rollout
+from hybridrl.rollout.keyed import sample_ids_of
 
 
 @dataclass(frozen=True)
@@ -32,24 +33,33 @@ class RolloutEngine(ABC):
     """Token-in/token-out generation. Backends are sibling modules (hf.py, vllm.py)."""
 
     @abstractmethod
-    def generate(self, prompt_ids: Tensor, prompt_mask: Tensor, sampling: SamplingParams) -> Generation:
-        """prompt_ids, prompt_mask: [N, P] left-padded."""
+    def generate(self, prompt_ids: Tensor, prompt_mask: Tensor, sampling: SamplingParams,
+                 sample_ids: Tensor, stream: str = "train") -> Generation:
+        """prompt_ids, prompt_mask: [N, P] left-padded; sample_ids [N] int64: each response's identity
+        (rollout/keyed.py), which with the engine's seed and the stream's call count fixes its draws."""
+
+    @abstractmethod
+    def skip(self, stream: str = "train") -> None:
+        """Count a generate call this engine had no rows for (data parallelism: every rank's
+        counters stay equal)."""
 
     @abstractmethod
     def load_weights(self, named_tensors: Iterable[tuple[str, Tensor]]) -> None:
         """Take the trainer's latest weights (a no-op when the engine shares the module)."""
 
     def state_dict(self) -> dict:
-        """The sampling RNG state, so a resumed run samples what the uninterrupted one would."""
+        """The sampling state, so a resumed run samples what the uninterrupted one would."""
         return {}
 
     def load_state_dict(self, state: dict) -> None:
         pass
 
 
-def generate_rollout(engine: RolloutEngine, prompts: PromptBatch, n: int, sampling: SamplingParams) -> Rollout:
+def generate_rollout(engine: RolloutEngine, prompts: PromptBatch, n: int, sampling: SamplingParams,
+                     stream: str = "train") -> Rollout:
     """n responses per prompt; rows i*n .. i*n+n-1 answer prompt i and share uid i."""
     repeated = prompts.repeat_interleave(n)
-    out = engine.generate(repeated.input_ids, repeated.attention_mask, sampling)
+    out = engine.generate(repeated.input_ids, repeated.attention_mask, sampling, sample_ids_of(prompts.index, n),
+                          stream)
     uid = torch.arange(len(prompts.index)).repeat_interleave(n)
     return Rollout(repeated, out.response_ids, out.response_mask, out.log_probs, uid)

@@ -14,6 +14,7 @@ from torch import Tensor
 
 from hybridrl.models.forward import position_ids_of
 from hybridrl.rollout.base import Generation, RolloutEngine, SamplingParams
+from hybridrl.rollout.keyed import STREAMS, response_keys, uniforms
 
 
 def filter_logits(logits: Tensor, top_k: int, top_p: float) -> Tensor:
@@ -31,9 +32,11 @@ def filter_logits(logits: Tensor, top_k: int, top_p: float) -> Tensor:
     return logits
 
 
-def choose_tokens(logits: Tensor, sampling: SamplingParams, generator: torch.Generator | None) -> tuple[Tensor, Tensor]:
+def choose_tokens(logits: Tensor, sampling: SamplingParams, u: Tensor | None) -> tuple[Tensor, Tensor]:
     """Next tokens [N] and their log-probs [N] under softmax(logits / T), before top-k/top-p filtering,
-    which is the distribution the trainer recomputes."""
+    which is the distribution the trainer recomputes. Sampling inverts the CDF of the filtered
+    distribution at the uniforms u ([N], rollout/keyed.py): the first token whose cumulative
+    probability exceeds u (a token of probability 0 is never picked)."""
     logits = logits.float()
     if not sampling.do_sample or sampling.temperature <= 0:
         tokens = logits.argmax(-1)
@@ -41,8 +44,9 @@ def choose_tokens(logits: Tensor, sampling: SamplingParams, generator: torch.Gen
     else:
         scaled = logits / sampling.temperature
         logp = torch.log_softmax(scaled, -1)
-        probs = torch.softmax(filter_logits(scaled, sampling.top_k, sampling.top_p), -1)
-        tokens = torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+        cdf = torch.softmax(filter_logits(scaled, sampling.top_k, sampling.top_p), -1).cumsum(-1)
+        target = (u.to(cdf.device, torch.float64) * cdf[:, -1].double()).to(cdf.dtype)[:, None]
+        tokens = torch.searchsorted(cdf, target, right=True).squeeze(-1).clamp(max=cdf.shape[-1] - 1)
     return tokens, logp.gather(-1, tokens[:, None]).squeeze(-1)
 
 
@@ -51,20 +55,28 @@ class HFRolloutEngine(RolloutEngine):
         self.module = module
         self.eos = torch.tensor(eos_token_ids, dtype=torch.long)
         self.pad_token_id = pad_token_id
-        self.generator = torch.Generator().manual_seed(seed)
+        self.seed = seed  # with the call counters and each response's id, all the randomness (rollout/keyed.py)
+        self.calls = dict.fromkeys(STREAMS, 0)
 
     def load_weights(self, named_tensors: Iterable[tuple[str, Tensor]]) -> None:
         pass  # the engine samples with the trainer's module itself
 
     def state_dict(self) -> dict:
-        return {"generator": self.generator.get_state()}  # the sampling RNG stream, for exact resume
+        return {"seed": self.seed, "calls": dict(self.calls)}
 
     def load_state_dict(self, state: dict) -> None:
-        self.generator.set_state(state["generator"])
+        self.seed, self.calls = state["seed"], dict(state["calls"])
+
+    def skip(self, stream: str = "train") -> None:
+        self.calls[stream] += 1
 
     @torch.no_grad()
-    def generate(self, prompt_ids: Tensor, prompt_mask: Tensor, sampling: SamplingParams) -> Generation:
+    def generate(self, prompt_ids: Tensor, prompt_mask: Tensor, sampling: SamplingParams,
+                 sample_ids: Tensor, stream: str = "train") -> Generation:
         from transformers import DynamicCache
+
+        keys = response_keys(self.seed, stream, self.calls[stream], sample_ids)
+        self.calls[stream] += 1
 
         was_training = self.module.training
         self.module.eval()
@@ -78,7 +90,7 @@ class HFRolloutEngine(RolloutEngine):
         done = torch.zeros(len(prompt_ids), dtype=torch.bool, device=device)
         tokens, logps, masks = [], [], []
         for t in range(sampling.max_new_tokens):
-            tok, lp = choose_tokens(logits, sampling, self.generator if device.type == "cpu" else None)
+            tok, lp = choose_tokens(logits, sampling, uniforms(keys, t))
             live = ~done
             tok = torch.where(live, tok, torch.full_like(tok, self.pad_token_id))
             tokens.append(tok), logps.append(lp * live), masks.append(live.long())

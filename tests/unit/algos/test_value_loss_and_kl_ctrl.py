@@ -23,12 +23,29 @@ def test_clipped_value_loss_hand_values_and_gradient():
     torch.testing.assert_close(vpreds.grad, torch.tensor([[0.0, 0.2 - 1.0, 0.6]]))
 
 
+def test_values_inside_the_clip_range_are_never_counted_as_clipped():
+    g = torch.Generator().manual_seed(0)
+    # both in +-0.09, so always within 0.18 of each other; of opposite signs or scales V - old is
+    # inexact, and old + (V - old) != V
+    old = (torch.rand(64, 32, generator=g) - 0.5) * 0.18
+    vpreds = (torch.rand(64, 32, generator=g) - 0.5) * 0.18
+    returns = torch.randn(64, 32, generator=g)
+    v_clip = old + (vpreds - old).clamp(-0.2, 0.2)
+    assert ((v_clip - returns).square() > (vpreds - returns).square()).any()  # rounding alone would "clip" some
+    out = clipped_value_loss(vpreds, old, returns, 0.2)
+    assert out.clipped.sum() == 0
+
+
 def test_explained_variance_edges():
     mask = torch.ones(1, 4)
     returns = torch.tensor([[0.0, 1.0, 2.0, 3.0]])
     assert explained_variance(returns, returns, mask) == 1.0  # perfect critic
     assert explained_variance(torch.full((1, 4), 1.5), returns, mask) == 0.0  # a constant: no better than the mean
     assert explained_variance(torch.zeros(1, 4), torch.ones(1, 4), mask) == 0.0  # no variance to explain
+    near_constant = torch.tensor([[0.3, 0.3 + 1e-9, 0.3, 0.3]])  # rounding noise only: still nothing to explain
+    assert explained_variance(torch.zeros(1, 4), near_constant, mask) == 0.0
+    noisy = torch.tensor([[0.0, 1.0, 0.0, 1.0]])  # a critic far off returns that do vary (by 0.01): a real ratio
+    assert explained_variance(noisy, torch.tensor([[0.3, 0.31, 0.3, 0.3]]), mask) < -100
 
 
 def test_fixed_controller_never_moves():
