@@ -234,10 +234,25 @@ class TrainerConfig:
                                    "(start over) | resume_path (trainer.resume_from_path)")
     resume_from_path: Optional[str] = doc(None, "the global_step_<N> folder to resume from (resume_mode=resume_path)")
     resume_allow_config_change: bool = doc(False, "resume even if keys that change results differ from the checkpoint's")
-    n_gpus_per_node: int = doc(1, "workers per node")
-    nnodes: int = doc(1, "nodes")
+    n_gpus_per_node: int = doc(1, "workers per node (data-parallel ranks; with backend=local: 1)")
+    nnodes: int = doc(1, "nodes (with backend=ray)")
+    backend: str = doc("local", "local (every role in this process) | ray (n_gpus_per_node * nnodes worker processes, "
+                                "each holding the policy, reference and critic of one data-parallel rank)")
+    worker_timeout_s: float = doc(600.0, "backend=ray: a remote call or collective that runs longer stops the run, "
+                                         "naming the phase, role and rank, with the stuck worker's stack")
     seed: int = doc(1, "seed of sampling during rollouts")
     critic_warmup: int = doc(0, "the first N steps update only the critic (algorithm.adv_estimator=gae)")
+
+
+@dataclass
+class RayInitConfig:
+    address: Optional[str] = doc(None, "join this Ray cluster (e.g. auto, or ray://host:10001); null: start a local one")
+    num_cpus: Optional[int] = doc(None, "CPUs of the local cluster Ray starts (null: all of this machine's)")
+
+
+@dataclass
+class RayKwargsConfig:
+    ray_init: RayInitConfig = field(default_factory=RayInitConfig)
 
 
 @dataclass
@@ -249,3 +264,4 @@ class RLConfig:
     custom_reward_function: CustomRewardFunctionConfig = field(default_factory=CustomRewardFunctionConfig)
     algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
+    ray_kwargs: RayKwargsConfig = field(default_factory=RayKwargsConfig)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib.util
+
 from hybridrl.algos.advantages import ADV_ESTIMATORS
 from hybridrl.algos.kl import KL_ESTIMATORS
 from hybridrl.algos.kl_ctrl import KL_CTRL_TYPES
@@ -126,13 +128,29 @@ def validate_rl_config(cfg: RLConfig) -> BatchPlan:
                        ("actor_rollout_ref.rollout.val_kwargs.n", rollout.val_kwargs.n)]:
         if value < 1:
             raise ConfigError(f"{key}={value} must be at least 1")
-    if tr.n_gpus_per_node * tr.nnodes != 1:
-        raise ConfigError(
-            f"trainer.n_gpus_per_node * trainer.nnodes = {tr.n_gpus_per_node * tr.nnodes}: this version trains with one "
-            "worker in-process; set trainer.n_gpus_per_node=1 trainer.nnodes=1"
-        )
+    _check_backend(cfg)
     return make_batch_plan(d.train_batch_size, rollout.n, actor.ppo_mini_batch_size, actor.ppo_micro_batch_size_per_gpu,
                            actor.ppo_epochs, tr.n_gpus_per_node * tr.nnodes)
+
+
+BACKENDS = ("local", "ray")
+
+
+def _check_backend(cfg: RLConfig) -> None:
+    tr = cfg.trainer
+    check_choice("trainer.backend", tr.backend, BACKENDS)
+    if tr.n_gpus_per_node < 1 or tr.nnodes < 1:
+        raise ConfigError(f"trainer.n_gpus_per_node={tr.n_gpus_per_node} and trainer.nnodes={tr.nnodes} must be >= 1")
+    if tr.backend == "local" and tr.n_gpus_per_node * tr.nnodes != 1:
+        raise ConfigError(
+            f"trainer.n_gpus_per_node * trainer.nnodes = {tr.n_gpus_per_node * tr.nnodes} with trainer.backend=local, "
+            "which trains in this one process; set trainer.backend=ray for several workers, or "
+            "trainer.n_gpus_per_node=1 trainer.nnodes=1")
+    if tr.worker_timeout_s <= 0:
+        raise ConfigError(f"trainer.worker_timeout_s={tr.worker_timeout_s} must be > 0")
+    if tr.backend == "ray" and importlib.util.find_spec("ray") is None:
+        raise ConfigError("trainer.backend=ray needs the ray package: pip install 'ray>=2.40' (or pip install "
+                          "'hybridrl[ray]'), or set trainer.backend=local")
 
 
 def needs_reference(cfg: RLConfig) -> bool:

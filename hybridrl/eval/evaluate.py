@@ -34,6 +34,7 @@ The table is printed; JSON (settings + metrics) is written only with `output` (l
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -52,7 +53,7 @@ from hybridrl.models.forward import batched_log_probs
 from hybridrl.models.loading import BUNDLED, eos_token_ids, load_causal_lm, load_tokenizer
 from hybridrl.rewards.manager import ON_ERROR, RewardManager, RewardSettings
 from hybridrl.rewards.pool import FunctionRef, ScoringPool
-from hybridrl.rollout.base import SamplingParams
+from hybridrl.rollout.base import SamplingParams, generate_rollout
 from hybridrl.rollout.hf import HFRolloutEngine
 from hybridrl.trainer.validate import validate
 
@@ -231,7 +232,8 @@ def evaluate(s: EvalSettings, log: Callable[[str], None] = print) -> EvalResult:
     pool = ScoringPool(FunctionRef(s.custom_reward_path, s.custom_reward_name), s.num_workers, s.timeout_s)
     reward = RewardManager(tokenizer, pool, RewardSettings(on_error=s.on_error))
     try:
-        result = validate(engine, data, reward, sampling, s.n, tokenizer.pad_token_id, s.batch_size, meter)
+        result = validate(functools.partial(generate_rollout, engine), data, reward, sampling, s.n,
+                          tokenizer.pad_token_id, s.batch_size, meter)
     finally:
         reward.close()
     metrics = dict(result.metrics)

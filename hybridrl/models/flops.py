@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import time
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
@@ -24,6 +25,23 @@ def matmul_params(module: nn.Module) -> int:
 def attention_width(config) -> int:
     head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
     return config.num_attention_heads * head_dim
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    """What FLOP counting and the peak lookup need from a model (picklable, unlike the model)."""
+
+    n_matmul: int
+    n_layers: int
+    width: int
+    device: str
+    dtype: torch.dtype
+
+    @staticmethod
+    def of(module: nn.Module) -> "ModelShape":
+        p = next(module.parameters())
+        return ModelShape(matmul_params(module), module.config.num_hidden_layers, attention_width(module.config),
+                          str(p.device), p.dtype)
 
 
 def training_flops(seq_lens: Tensor, n_matmul: int, n_layers: int, width: int) -> float:

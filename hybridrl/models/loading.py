@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import glob
 import os
 from pathlib import Path
 
 import torch
 
-from hybridrl.errors import ConfigError
+from hybridrl.errors import ConfigError, HybridRLError
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 BUNDLED = {"tiny-arith": ASSETS / "tiny-arith"}  # name -> folder shipped in the package
@@ -110,3 +111,20 @@ def check_context_length(model, max_prompt_length: int, max_response_length: int
             f"data.max_prompt_length + data.max_response_length = {max_prompt_length} + {max_response_length} "
             f"exceeds the model's max_position_embeddings={limit}; lower one of them"
         )
+
+
+def load_weights_into(module: torch.nn.Module, folder: str) -> None:
+    """Load a save_pretrained folder's safetensors into an existing module (so the optimizer keeps
+    its parameters); only weights tied to a loaded one (lm_head = embeddings) may be absent."""
+    from safetensors.torch import load_file
+
+    state = {}
+    for path in sorted(glob.glob(os.path.join(folder, "*.safetensors"))):
+        state.update(load_file(path))
+    missing, unexpected = module.load_state_dict(state, strict=False)
+    params = module.state_dict(keep_vars=True)
+    loaded = {params[k].data_ptr() for k in state if k in params}
+    untied = [k for k in missing if params[k].data_ptr() not in loaded]
+    if untied or unexpected:
+        raise HybridRLError(f"{folder} does not match the model being trained (missing {untied[:3]}, unexpected "
+                            f"{list(unexpected)[:3]}); resume with the config that wrote it")

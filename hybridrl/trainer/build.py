@@ -23,7 +23,9 @@ from hybridrl.config.validate import (
 )
 from hybridrl.data.dataset import RLDataset
 from hybridrl.data.sampler import PromptSampler
+from hybridrl.distributed.dp import SINGLE, DataParallel
 from hybridrl.errors import ConfigError
+from hybridrl.models.flops import ModelShape
 from hybridrl.models.loading import (
     check_context_length,
     eos_token_ids,
@@ -107,9 +109,9 @@ class RLRun:
     train_data: RLDataset
     val_data: Optional[RLDataset]
     sampler: PromptSampler
-    policy: Policy
-    reference: Optional[Reference]  # only when a KL term needs it
-    critic: Optional[Critic]  # only for estimators that need values (gae)
+    policy: Policy  # or, with backend=ray, a PolicyGroup with the same methods
+    reference: Optional[Reference]  # only when a KL term needs it (or a ReferenceGroup)
+    critic: Optional[Critic]  # only for estimators that need values, gae (or a CriticGroup)
     kl_ctrl: Optional[KLController]  # only with algorithm.use_kl_in_reward
     reward: RewardManager
     tracker: Tracker
@@ -120,6 +122,8 @@ class RLRun:
     tokenizer: object  # saved into every checkpoint's actor/ folder
     resume: Optional[ResumePoint]  # the checkpoint to continue from, None for a fresh start
     checkpointing: Checkpointing
+    model_shape: ModelShape  # the policy's, for perf/mfu/actor
+    workers: Optional[object] = None  # backend=ray: the worker processes (RayRoles), shut down by the trainer
 
 
 def _optimizer(params, opt, total: int):
@@ -127,7 +131,7 @@ def _optimizer(params, opt, total: int):
     return build_optimizer(params, opt.lr, opt.weight_decay, opt.betas, warmup, total, opt.warmup_style, opt.min_lr_ratio)
 
 
-def _policy(cfg: RLConfig, plan: BatchPlan, tokenizer, total: int) -> Policy:
+def build_policy(cfg: RLConfig, plan: BatchPlan, tokenizer, total: int, dp: DataParallel = SINGLE) -> Policy:
     d, arr = cfg.data, cfg.actor_rollout_ref
     actor, rollout = arr.actor, arr.rollout
     module = load_causal_lm(arr.model.path)
@@ -145,10 +149,10 @@ def _policy(cfg: RLConfig, plan: BatchPlan, tokenizer, total: int) -> Policy:
         entropy_coeff=actor.entropy_coeff, use_kl_loss=actor.use_kl_loss,
         kl_loss_coef=actor.kl_loss_coef, kl_loss_type=actor.kl_loss_type, grad_clip=actor.grad_clip,
         temperature=rollout.temperature, log_prob_micro_batch_size=rollout.log_prob_micro_batch_size_per_gpu)
-    return Policy(module, optimizer, scheduler, engine, settings, seed=cfg.trainer.seed)
+    return Policy(module, optimizer, scheduler, engine, settings, seed=cfg.trainer.seed, dp=dp)
 
 
-def _critic(cfg: RLConfig, total: int) -> Critic:
+def build_critic(cfg: RLConfig, total: int, dp: DataParallel = SINGLE) -> Critic:
     c = cfg.critic
     plan = critic_batch_plan(cfg)
     with torch.random.fork_rng():  # the new value head's init depends on the seed only
@@ -159,7 +163,13 @@ def _critic(cfg: RLConfig, total: int) -> Critic:
         mini_batch_size=plan.mini_batch_responses_per_worker, micro_batch_size=plan.micro_batch_responses_per_worker,
         forward_micro_batch_size=c.forward_micro_batch_size_per_gpu, ppo_epochs=plan.ppo_epochs, shuffle=c.shuffle,
         cliprange_value=c.cliprange_value, loss_agg_mode=c.loss_agg_mode, grad_clip=c.grad_clip)
-    return Critic(module, optimizer, scheduler, settings, seed=cfg.trainer.seed)
+    return Critic(module, optimizer, scheduler, settings, seed=cfg.trainer.seed, dp=dp)
+
+
+def build_reference(cfg: RLConfig) -> Reference:
+    """A frozen copy of the initial weights, built only when a KL term needs it."""
+    arr = cfg.actor_rollout_ref
+    return Reference(load_causal_lm(arr.model.path), arr.rollout.temperature, arr.ref.log_prob_micro_batch_size_per_gpu)
 
 
 def _reward(cfg: RLConfig, tokenizer) -> RewardManager:
@@ -200,9 +210,16 @@ def build_run(cfg: RLConfig, plan: BatchPlan, log=print) -> RLRun:
     val_data = dataset(d.val_files, "data.val_files", d.val_max_samples) if d.val_files else None
     prompts_per_round = d.gen_batch_size or d.train_batch_size  # dynamic sampling generates in rounds
     total = total_training_steps(len(train_data), prompts_per_round, tr.total_epochs, tr.total_training_steps)
-    # The reference exists only when a KL term needs it: a frozen copy of the initial weights.
-    reference = (Reference(load_causal_lm(arr.model.path), rollout.temperature, arr.ref.log_prob_micro_batch_size_per_gpu)
-                 if needs_reference(cfg) else None)
+    if tr.backend == "ray":  # every role's rank r in worker process r (distributed/group.py)
+        from hybridrl.distributed.group import RayRoles
+
+        roles = RayRoles(cfg, plan, total, log)
+        policy, reference, critic, workers = roles.policy, roles.reference, roles.critic, roles
+    else:
+        policy = build_policy(cfg, plan, tokenizer, total)
+        reference = build_reference(cfg) if needs_reference(cfg) else None
+        critic = build_critic(cfg, total) if needs_critic(cfg) else None
+        workers = None
     kc = alg.kl_ctrl
     fg = alg.filter_groups
 
@@ -216,8 +233,7 @@ def build_run(cfg: RLConfig, plan: BatchPlan, log=print) -> RLRun:
                           tr.log_val_generations, tr.rollout_data_dir, tr.validation_data_dir),
         plan=plan, total_steps=total, pad_id=tokenizer.pad_token_id, train_data=train_data, val_data=val_data,
         sampler=PromptSampler(len(train_data), prompts_per_round, d.seed, d.shuffle),
-        policy=_policy(cfg, plan, tokenizer, total), reference=reference,
-        critic=_critic(cfg, total) if needs_critic(cfg) else None,
+        policy=policy, reference=reference, critic=critic, workers=workers, model_shape=policy.model_shape(),
         kl_ctrl=KLController(kc.kl_coef, kc.type, kc.target_kl, kc.horizon) if alg.use_kl_in_reward else None,
         reward=_reward(cfg, tokenizer),
         tracker=Tracker(tr.logger, run_dir, resume_step=resume.step if resume else None, project=tr.project_name,

@@ -2,7 +2,7 @@
 
 Layout of `<default_local_dir>/global_step_<N>/`:
   actor/               a HuggingFace folder (config, generation config, tokenizer, safetensors)
-  actor_state.pt       optimizer, LR scheduler, mini-batch shuffle and rollout sampling generators
+  actor_state.pt       optimizer, LR scheduler, mini-batch shuffle generator and rollout sampling counter
   critic/, critic_state.pt   the same for the value model, when there is one
   trainer_state.json   step, sampler position (epoch, sample), KL coefficient, python/numpy RNG
   rng_state.pt         torch CPU (and CUDA) RNG
@@ -122,11 +122,11 @@ def save_checkpoint(run, step: int) -> str:
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()  # one "saved ..." line per checkpoint is enough
-        run.policy.module.save_pretrained(os.path.join(tmp, "actor"))
+        run.policy.save_pretrained(os.path.join(tmp, "actor"))
         run.tokenizer.save_pretrained(os.path.join(tmp, "actor"))
         torch.save(run.policy.state_dict(), os.path.join(tmp, "actor_state.pt"))
         if run.critic is not None:
-            run.critic.module.save_pretrained(os.path.join(tmp, "critic"))
+            run.critic.save_pretrained(os.path.join(tmp, "critic"))
             run.tokenizer.save_pretrained(os.path.join(tmp, "critic"))
             torch.save(run.critic.state_dict(), os.path.join(tmp, "critic_state.pt"))
         plain, tensors = rng_state()
@@ -233,33 +233,16 @@ def find_resume_point(mode: str, root: str, resume_from_path: Optional[str], log
     return latest_complete(root, log)  # naming each partial folder it passes over
 
 
-def _load_hf_weights(module: torch.nn.Module, folder: str) -> None:
-    """Load a save_pretrained folder's safetensors into an existing module (so the optimizer keeps
-    its parameters); only weights tied to a loaded one (lm_head = embeddings) may be absent."""
-    from safetensors.torch import load_file
-
-    state = {}
-    for path in sorted(glob.glob(os.path.join(folder, "*.safetensors"))):
-        state.update(load_file(path))
-    missing, unexpected = module.load_state_dict(state, strict=False)
-    params = module.state_dict(keep_vars=True)
-    loaded = {params[k].data_ptr() for k in state if k in params}
-    untied = [k for k in missing if params[k].data_ptr() not in loaded]
-    if untied or unexpected:
-        raise HybridRLError(f"{folder} does not match the model being trained (missing {untied[:3]}, unexpected "
-                            f"{list(unexpected)[:3]}); resume with the config that wrote it")
-
-
 def restore(run, point: ResumePoint) -> None:
     """Put weights, optimizer, scheduler, sampler, KL coefficient and every RNG back as they were."""
     folder = point.path
-    _load_hf_weights(run.policy.module, os.path.join(folder, "actor"))
+    run.policy.load_pretrained(os.path.join(folder, "actor"))
     run.policy.load_state_dict(torch.load(os.path.join(folder, "actor_state.pt"), weights_only=True))
     if run.critic is not None:
         if not os.path.isdir(os.path.join(folder, "critic")):
             raise HybridRLError(f"{folder} has no critic/ (pruned by trainer.max_critic_ckpt_to_keep, or written by a "
                                 "critic-free run); resume from a checkpoint with one")
-        _load_hf_weights(run.critic.module, os.path.join(folder, "critic"))
+        run.critic.load_pretrained(os.path.join(folder, "critic"))
         run.critic.load_state_dict(torch.load(os.path.join(folder, "critic_state.pt"), weights_only=True))
     with open(os.path.join(folder, "trainer_state.json")) as f:
         state = json.load(f)

@@ -15,7 +15,7 @@ from hybridrl.algos.advantages import AdvantageOutput
 from hybridrl.algos.group_filter import groups_with_spread
 from hybridrl.algos.value_loss import explained_variance
 from hybridrl.batch import Rollout
-from hybridrl.models.flops import attention_width, matmul_params, measured_peak_flops, training_flops
+from hybridrl.models.flops import ModelShape, measured_peak_flops, training_flops
 from hybridrl.rewards.manager import RewardOutput
 
 
@@ -106,15 +106,14 @@ def timing_per_token_metrics(metrics: dict[str, float], rollout: Rollout) -> dic
     return out
 
 
-def actor_mfu(module, rollout: Rollout, ppo_epochs: int, seconds: float, world_size: int = 1) -> dict[str, float]:
+def actor_mfu(shape: ModelShape, rollout: Rollout, ppo_epochs: int, seconds: float,
+              world_size: int = 1) -> dict[str, float]:
     """`perf/mfu/actor`: model FLOPs of the actor update (ppo_epochs forward + backward passes over
     every sequence, models/flops.py) per second per worker, over the measured matmul peak of the
     weights' device and dtype."""
-    p = next(module.parameters())
     lens = rollout.prompts.attention_mask.sum(-1) + rollout.response_mask.sum(-1)
-    flops = ppo_epochs * training_flops(lens, matmul_params(module), module.config.num_hidden_layers,
-                                        attention_width(module.config))
-    peak = measured_peak_flops(str(p.device), p.dtype)
+    flops = ppo_epochs * training_flops(lens, shape.n_matmul, shape.n_layers, shape.width)
+    peak = measured_peak_flops(shape.device, shape.dtype)
     return {"perf/mfu/actor": flops / max(seconds, 1e-9) / world_size / peak}
 
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass
 from typing import Optional
@@ -56,9 +57,11 @@ class RLTrainer:
     def fit(self) -> RunSummary:
         try:
             return self._fit()
-        finally:  # the scoring processes and loggers, also when a step raises
+        finally:  # the scoring processes, loggers and worker processes, also when a step raises
             self.r.reward.close()
             self.r.tracker.close()
+            if self.r.workers is not None:
+                self.r.workers.close()
 
     def _fit(self) -> RunSummary:
         r, wall, cpu = self.r, time.perf_counter(), time.process_time()
@@ -131,8 +134,7 @@ class RLTrainer:
         m.update(throughput_metrics(rollout, m["timing_s/step"], r.plan.world_size))
         m.update(timing_per_token_metrics(m, rollout))
         if "timing_s/update_actor" in m:
-            m.update(actor_mfu(r.policy.module, rollout, r.policy.settings.ppo_epochs, m["timing_s/update_actor"],
-                               r.plan.world_size))
+            m.update(actor_mfu(r.model_shape, rollout, r.plan.ppo_epochs, m["timing_s/update_actor"], r.plan.world_size))
         m.update(memory_metrics())
         if s.rollout_data_dir:  # every generation of the step, with its sequence advantage (mean over tokens)
             seq_adv = ((adv.advantages * mask).sum(-1) / mask.sum(-1).clamp(min=1)).tolist()
@@ -145,7 +147,8 @@ class RLTrainer:
         r, s = self.r, self.r.loop
         if r.val_data is None:
             return {}
-        result = validate(r.policy.engine, r.val_data, r.reward, r.val_sampling, s.val_n, r.pad_id)
+        generate = functools.partial(r.policy.generate, stream="val")  # its own sampling counter
+        result = validate(generate, r.val_data, r.reward, r.val_sampling, s.val_n, r.pad_id)
         if s.validation_data_dir:
             dump_rows(s.validation_data_dir, step, result.rows)
         if s.log_val_generations > 0:

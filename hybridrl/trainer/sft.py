@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 
@@ -19,7 +20,7 @@ from hybridrl.data.sft import SFTBatch, SFTDataset
 from hybridrl.errors import ConfigError
 from hybridrl.models.loading import eos_token_ids, load_causal_lm, load_tokenizer
 from hybridrl.rewards.manager import RewardManager
-from hybridrl.rollout.base import SamplingParams
+from hybridrl.rollout.base import SamplingParams, generate_rollout
 from hybridrl.rollout.hf import HFRolloutEngine
 from hybridrl.trainer.optim import WARMUP_STYLES, build_optimizer, warmup_steps_of
 from hybridrl.trainer.tracking import Tracker, check_loggers
@@ -64,7 +65,8 @@ def run_sft(cfg: SFTConfig, log=tqdm.write) -> dict[str, float]:
                       config=OmegaConf.to_container(OmegaConf.structured(cfg)))
 
     def evaluate() -> dict[str, float]:
-        return validate(engine, val_rl, reward, greedy, 1, tokenizer.pad_token_id).metrics if val_rl else {}
+        generate = functools.partial(generate_rollout, engine)
+        return validate(generate, val_rl, reward, greedy, 1, tokenizer.pad_token_id).metrics if val_rl else {}
 
     start, metrics = time.perf_counter(), {}
     for step in tqdm(range(1, total + 1), desc="sft", unit="step", dynamic_ncols=True):

@@ -6,11 +6,11 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
-from hybridrl.batch import Rollout
+from hybridrl.batch import PromptBatch, Rollout
 from hybridrl.data.dataset import RLDataset
 from hybridrl.eval.metrics import group_metrics
 from hybridrl.rewards.manager import RewardManager
-from hybridrl.rollout.base import RolloutEngine, SamplingParams, generate_rollout
+from hybridrl.rollout.base import SamplingParams
 from hybridrl.trainer.generations import generation_rows
 
 
@@ -20,7 +20,10 @@ class Validation:
     rows: list[dict] = field(default_factory=list)  # every generation (generation_rows), prompt by prompt
 
 
-def validate(engine: RolloutEngine, data: RLDataset, reward: RewardManager, sampling: SamplingParams, n: int,
+Generate = Callable[[PromptBatch, int, SamplingParams], Rollout]  # (prompts, n, sampling) -> n responses each
+
+
+def validate(generate: Generate, data: RLDataset, reward: RewardManager, sampling: SamplingParams, n: int,
              pad_id: int, batch_size: int = 256, on_rollout: Optional[Callable[[Rollout], None]] = None) -> Validation:
     """Per data_source, averaged over its prompts: `val-core/<src>/reward/{mean,std}@n` and, with
     n > 1, `{best,worst,pass,maj}@k` for k = 1, 2, 4, ... n (maj@k when the scorer returns `pred`;
@@ -35,7 +38,7 @@ def validate(engine: RolloutEngine, data: RLDataset, reward: RewardManager, samp
     prompts_per_batch = max(1, batch_size // n)
     for start in range(0, len(data), prompts_per_batch):
         prompts = data.collate(list(range(start, min(start + prompts_per_batch, len(data)))), pad_id)
-        rollout = generate_rollout(engine, prompts, n, sampling)  # rows i*n .. i*n+n-1: prompt i
+        rollout = generate(prompts, n, sampling)  # rows i*n .. i*n+n-1: prompt i
         if on_rollout is not None:
             on_rollout(rollout)
         out = reward.score(rollout)

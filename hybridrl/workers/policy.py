@@ -13,6 +13,7 @@ from hybridrl.algos.policy_losses import POLICY_LOSSES, PolicyLossParams
 from hybridrl.algos.reduce import LossScale, reduce_loss
 from hybridrl.batch import PromptBatch, Rollout, Sequences, TrainBatch, split
 from hybridrl.distributed.dp import SINGLE, DataParallel
+from hybridrl.models.flops import ModelShape
 from hybridrl.models.forward import batched_log_probs, response_log_probs
 from hybridrl.rollout.base import RolloutEngine, SamplingParams, generate_rollout
 from hybridrl.workers.update_loop import UpdatingWorker, clip_and_step
@@ -51,8 +52,12 @@ class Policy(UpdatingWorker[TrainBatch]):
         super().load_state_dict(state)
         self.engine.load_state_dict(state["engine"])
 
-    def generate(self, prompts: PromptBatch, n: int, sampling: SamplingParams) -> Rollout:
-        return generate_rollout(self.engine, prompts, n, sampling)
+    def model_shape(self) -> ModelShape:
+        return ModelShape.of(self.module)
+
+    def generate(self, prompts: PromptBatch, n: int, sampling: SamplingParams, stream: str = "train") -> Rollout:
+        """n responses per prompt; `stream` "val" for validation, whose draws never move training's."""
+        return generate_rollout(self.engine, prompts, n, sampling, stream)
 
     def log_probs(self, seqs: Sequences) -> Tensor:
         """[N, T] log π of each response token under the current weights, without gradients."""

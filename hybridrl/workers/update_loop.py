@@ -56,6 +56,16 @@ class UpdatingWorker(Generic[B]):
         self.scheduler.step()
         return metrics
 
+    def save_pretrained(self, folder: str) -> None:
+        """The weights as a HuggingFace folder."""
+        self.module.save_pretrained(folder)
+
+    def load_pretrained(self, folder: str) -> None:
+        """Weights from a save_pretrained folder, into the module the optimizer already holds."""
+        from hybridrl.models.loading import load_weights_into
+
+        load_weights_into(self.module, folder)
+
     def state_dict(self) -> dict:
         """Everything but the weights (those go to a HuggingFace folder) that resuming needs."""
         return {"optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),  # type: ignore[attr-defined]

@@ -148,11 +148,16 @@ def test_mlflow_local_store_without_sqlalchemy_says_what_to_install(monkeypatch)
     validate("trainer.logger=[console,mlflow]")
 
 
-def test_more_than_one_gpu_rejected():
+def test_several_workers_need_the_ray_backend():
     with pytest.raises(ConfigError, match=re.escape(
-            "trainer.n_gpus_per_node * trainer.nnodes = 2: this version trains with one worker in-process; "
-            "set trainer.n_gpus_per_node=1 trainer.nnodes=1")):
+            "trainer.n_gpus_per_node * trainer.nnodes = 2 with trainer.backend=local, which trains in this one "
+            "process; set trainer.backend=ray for several workers, or trainer.n_gpus_per_node=1 trainer.nnodes=1")):
         validate("trainer.n_gpus_per_node=2")
+    assert validate("trainer.n_gpus_per_node=2", "trainer.backend=ray").world_size == 2
+    with pytest.raises(ConfigError, match=re.escape("trainer.backend='slurm' is not supported; valid values: local, ray")):
+        validate("trainer.backend=slurm")
+    with pytest.raises(ConfigError, match=re.escape("trainer.worker_timeout_s=0.0 must be > 0")):
+        validate("trainer.backend=ray", "trainer.worker_timeout_s=0")
 
 
 @pytest.mark.parametrize("key", [

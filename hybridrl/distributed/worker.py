@@ -1,0 +1,123 @@
+"""One worker process of `trainer.backend=ray`: data-parallel rank r of every colocated role.
+
+The hybrid engine: the policy (with its rollout engine, which samples with the policy's own
+module, so no weight copy is needed), and the reference and critic when the algorithm uses them,
+live in one process per rank. The driver reaches them only through the typed methods below
+(distributed/group.py wraps them per role); only `node_id` asks Ray anything.
+"""
+
+from __future__ import annotations
+
+import socket
+import sys
+import threading
+import traceback
+from typing import Optional
+
+import torch
+from torch import Tensor
+
+from hybridrl.batch import PromptBatch, Rollout, Sequences, TrainBatch
+from hybridrl.config.plan import BatchPlan
+from hybridrl.config.schema import RLConfig
+from hybridrl.config.validate import needs_critic, needs_reference
+from hybridrl.distributed.dp import SINGLE, init_data_parallel
+from hybridrl.models.flops import ModelShape
+from hybridrl.rollout.base import SamplingParams
+from hybridrl.workers.critic import CriticBatch
+
+
+class RoleWorker:
+    def __init__(self, cfg: RLConfig, plan: BatchPlan, total_steps: int, rank: int, world_size: int, threads: int):
+        torch.set_num_threads(threads)
+        self.cfg, self.plan, self.total_steps = cfg, plan, total_steps
+        self.rank, self.world_size = rank, world_size
+        self.policy = self.reference = self.critic = None
+
+    def rendezvous(self) -> tuple[str, int]:
+        """This node's address and a free port on it, for rank 0 to host the process group."""
+        with socket.socket() as s:
+            s.bind(("", 0))
+            port = s.getsockname()[1]
+        return socket.gethostbyname(socket.gethostname()), port
+
+    def setup(self, address: str, port: int, timeout_s: float) -> None:
+        """Join the process group (every rank at once), then build the roles."""
+        from hybridrl.models.loading import load_tokenizer
+        from hybridrl.trainer.build import build_critic, build_policy, build_reference
+
+        cfg = self.cfg
+        dp = init_data_parallel(self.rank, self.world_size, address, port, timeout_s) if self.world_size > 1 else SINGLE
+        tokenizer = load_tokenizer(cfg.actor_rollout_ref.model.path)
+        self.policy = build_policy(cfg, self.plan, tokenizer, self.total_steps, dp)
+        self.reference = build_reference(cfg) if needs_reference(cfg) else None
+        self.critic = build_critic(cfg, self.total_steps, dp) if needs_critic(cfg) else None
+
+    # policy ---------------------------------------------------------------------------------
+    def generate(self, prompts: Optional[PromptBatch], n: int, sampling: SamplingParams,
+                 stream: str) -> Optional[Rollout]:
+        """n responses per prompt; None for an empty shard, which still counts the generate call so
+        every rank's sampling counters stay equal (rollout/keyed.py)."""
+        if prompts is None:
+            self.policy.engine.skip(stream)
+            return None
+        return self.policy.generate(prompts, n, sampling, stream)
+
+    def policy_log_probs(self, seqs: Sequences) -> Tensor:
+        return self.policy.log_probs(seqs)
+
+    def policy_update(self, batch: TrainBatch) -> dict[str, float]:
+        return self.policy.update(batch)
+
+    def policy_state(self) -> dict:
+        return self.policy.state_dict()
+
+    def policy_load_state(self, state: dict) -> None:
+        self.policy.load_state_dict(state)
+
+    def policy_save(self, folder: str) -> None:
+        self.policy.save_pretrained(folder)
+
+    def policy_load(self, folder: str) -> None:
+        self.policy.load_pretrained(folder)
+
+    def model_shape(self) -> ModelShape:
+        return self.policy.model_shape()
+
+    # reference ------------------------------------------------------------------------------
+    def reference_log_probs(self, seqs: Sequences) -> Tensor:
+        return self.reference.log_probs(seqs)
+
+    # critic ---------------------------------------------------------------------------------
+    def critic_values(self, seqs: Sequences) -> Tensor:
+        return self.critic.values(seqs)
+
+    def critic_update(self, batch: CriticBatch) -> dict[str, float]:
+        return self.critic.update(batch)
+
+    def critic_state(self) -> dict:
+        return self.critic.state_dict()
+
+    def critic_load_state(self, state: dict) -> None:
+        self.critic.load_state_dict(state)
+
+    def critic_save(self, folder: str) -> None:
+        self.critic.save_pretrained(folder)
+
+    def critic_load(self, folder: str) -> None:
+        self.critic.load_pretrained(folder)
+
+    # diagnosis ------------------------------------------------------------------------------
+    def node_id(self) -> str:
+        """The Ray node this rank runs on (for the placement report)."""
+        import ray
+
+        return ray.get_runtime_context().get_node_id()
+
+    def stacks(self) -> str:
+        """Every thread's Python stack: what a stuck call is doing (runs beside it: max_concurrency 2)."""
+        names = {t.ident: t.name for t in threading.enumerate()}
+        me = threading.get_ident()
+        parts = [f"thread {names.get(ident, ident)}:\n{''.join(traceback.format_stack(frame))}"
+                 for ident, frame in sys._current_frames().items() if ident != me]
+        return "\n".join(parts)

@@ -1,0 +1,145 @@
+"""trainer.backend=ray: two data-parallel worker processes train like one process, land on both
+nodes of a two-node cluster, and a worker that raises, dies or hangs stops the run in time."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+import time
+
+import pytest
+
+ray = pytest.importorskip("ray")
+
+from hybridrl.config.loader import load_config  # noqa: E402
+from hybridrl.config.schema import RLConfig  # noqa: E402
+from hybridrl.config.validate import validate_rl_config  # noqa: E402
+from hybridrl.distributed.group import RayRoles, WorkerError, shard_rows, update_rows  # noqa: E402
+from hybridrl.distributed.worker import RoleWorker  # noqa: E402
+from hybridrl.trainer.build import build_run  # noqa: E402
+from hybridrl.trainer.rl import RLTrainer  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+UNTIMED = ("timing_s/", "timing_per_token_ms/", "perf/")
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """One local Ray instance for the module (RayRoles leaves a cluster it did not start running)."""
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    ray.init(num_cpus=2, include_dashboard=False, configure_logging=False, log_to_driver=False)
+    yield
+    ray.shutdown()
+
+
+def overrides(arith_data, run_dir, *extra: str) -> list[str]:
+    return [f"data.train_files={arith_data['train']}", f"data.val_files={arith_data['val']}", "data.val_max_samples=8",
+            "data.train_batch_size=8", "actor_rollout_ref.rollout.n=4", "actor_rollout_ref.actor.ppo_mini_batch_size=4",
+            "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4", "actor_rollout_ref.actor.optim.lr=1e-3",
+            "trainer.total_training_steps=3", "trainer.test_freq=-1", "trainer.save_freq=0",
+            f"trainer.default_local_dir={run_dir}", *extra]
+
+
+def train(args: list[str]) -> list[dict]:
+    cfg = load_config(RLConfig, None, args)
+    run = build_run(cfg, validate_rl_config(cfg), log=lambda *_: None)
+    RLTrainer(run, log=lambda *_: None).fit()
+    return [{k: v for k, v in json.loads(line).items() if not k.startswith(UNTIMED)} for line in open(run.tracker.path)]
+
+
+def test_shards_cover_every_row_once_and_keep_mini_batches_whole():
+    assert [r.tolist() for r in shard_rows(5, 2)] == [[0, 1, 2], [3, 4]]
+    assert [r.tolist() for r in shard_rows(1, 2)] == [[0], []]
+    # 8 rows, mini-batches of 4 (2 per rank): rank 0 holds rows 0,1 of mini-batch 0 and 4,5 of mini-batch 1
+    assert [r.tolist() for r in update_rows(8, 2, 2)] == [[0, 1, 4, 5], [2, 3, 6, 7]]
+
+
+@pytest.mark.parametrize("algorithm", [
+    ["actor_rollout_ref.actor.use_kl_loss=true"],  # policy + reference, 2 mini-batches per step
+    ["algorithm.adv_estimator=gae", "critic.optim.lr=1e-3"],  # policy + critic
+], ids=["grpo_kl", "ppo_gae"])
+def test_two_ray_workers_train_like_one_process(arith_data, tmp_path, cluster, algorithm):
+    """Tolerance rel 1e-4: the gradient is summed over ranks in another order than one process sums
+    it (float addition is not associative: ~1e-7 relative per step, compounding through Adam over 3
+    steps); samples are the same because sampling is counter-based (rollout/keyed.py). Clip
+    fractions count tokens past a threshold, where a 1e-7 move can flip a token: they get an
+    absolute 0.02. (This test found the critic's clip fraction counting in-range tokens by rounding.)"""
+    local = train(overrides(arith_data, tmp_path / "local", *algorithm))
+    ray_run = train(overrides(arith_data, tmp_path / "ray", *algorithm, "trainer.backend=ray",
+                              "trainer.n_gpus_per_node=2", "trainer.worker_timeout_s=120"))
+    assert [r["step"] for r in ray_run] == [0, 1, 2, 3]
+    for a, b in zip(local, ray_run):
+        assert a.keys() == b.keys()
+        for key, value in a.items():
+            tolerance = dict(abs=0.02) if key.endswith("clipfrac") else dict(rel=1e-4, abs=1e-6)
+            assert math.isfinite(value) and b[key] == pytest.approx(value, **tolerance), (a["step"], key)
+    assert local[1]["actor/grad_norm"] > 0 and local[3]["critic/score/mean"] != local[1]["critic/score/mean"]
+
+
+class FaultyWorker(RoleWorker):
+    """Rank 1 misbehaves in its policy update, the way `FAULT` says."""
+
+    FAULT = "raise"
+
+    def policy_update(self, batch):
+        if self.rank == 1:
+            if self.FAULT == "raise":
+                raise ValueError("boom in rank 1")
+            if self.FAULT == "die":
+                os._exit(3)
+            time.sleep(3600)
+        return super().policy_update(batch)
+
+
+def faulty_roles(arith_data, tmp_path, fault: str, timeout_s: float) -> RayRoles:
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the test module is not on the workers' path
+    cfg = load_config(RLConfig, None, overrides(arith_data, tmp_path, "trainer.backend=ray", "trainer.n_gpus_per_node=2",
+                                                f"trainer.worker_timeout_s={timeout_s}"))
+    worker = type(f"Faulty_{fault}", (FaultyWorker,), {"FAULT": fault})
+    return RayRoles(cfg, validate_rl_config(cfg), 3, log=lambda *_: None, worker_cls=worker)
+
+
+@pytest.mark.parametrize("fault, message", [
+    ("raise", r"policy\.update raised on rank 1 of 2:(.|\n)*ValueError: boom in rank 1"),
+    ("die", r"policy\.update: the worker of rank 1 of 2 died"),
+    # rank 0 waits in the gradient all-reduce for rank 1: both are stuck, rank 1's stack shows why
+    ("hang", r"policy\.update did not finish on rank\(s\) \[0, 1\] of 2 within trainer\.worker_timeout_s=20s(.|\n)*"
+             r"stack of rank 0(.|\n)*policy_update(.|\n)*stack of rank 1(.|\n)*time\.sleep\(3600\)"),
+])
+def test_a_worker_that_raises_dies_or_hangs_stops_the_run_in_time(arith_data, tmp_path, cluster, fault, message):
+    from hybridrl.batch import TrainBatch
+    from hybridrl.rollout.base import SamplingParams
+
+    roles = faulty_roles(arith_data, tmp_path, fault, timeout_s=20)
+    try:
+        from hybridrl.data.dataset import RLDataset
+        from hybridrl.models.loading import load_tokenizer, resolve_model_path
+
+        tok = load_tokenizer(resolve_model_path("tiny-arith"))
+        data = RLDataset([arith_data["train"]], tok, "prompt", 64, "error", False, "data.train_files")
+        rollout = roles.policy.generate(data.collate(list(range(8)), tok.pad_token_id), 4, SamplingParams(8))
+        seqs = rollout.sequences()
+        batch = TrainBatch(seqs, rollout.response_mask.float(), rollout.rollout_log_probs, None, None)
+        start = time.monotonic()
+        with pytest.raises(WorkerError, match=message):
+            roles.policy.update(batch)
+        assert time.monotonic() - start < 20 + 15  # the deadline, plus fetching the stack
+    finally:
+        roles.close()
+
+
+def test_a_ray_run_saved_and_resumed_equals_the_uninterrupted_one(arith_data, tmp_path, cluster):
+    """Checkpoints go through rank 0 (weights, optimizer, sampling counter) and back to every rank."""
+    ray_args = ["trainer.backend=ray", "trainer.n_gpus_per_node=2", "trainer.worker_timeout_s=120"]
+    whole = train(overrides(arith_data, tmp_path / "whole", *ray_args))
+    save = "trainer.save_freq=-1"  # a checkpoint at the last step
+    train(overrides(arith_data, tmp_path / "cut", *ray_args, save, "trainer.total_training_steps=2"))
+    assert (tmp_path / "cut" / "global_step_2" / "actor" / "model.safetensors").is_file()
+    resumed = train(overrides(arith_data, tmp_path / "cut", *ray_args, save))  # resume_mode=auto: from global_step_2
+    assert (tmp_path / "cut" / "global_step_3").is_dir() and [r["step"] for r in resumed] == [0, 1, 2, 3]
+    for a, b in zip(whole, resumed):
+        for key, value in a.items():
+            assert b[key] == pytest.approx(value, rel=1e-6, abs=1e-9), (a["step"], key)
