@@ -143,9 +143,26 @@ def cmd_plan(args) -> None:
 
     cfg = load_config(RLConfig, args.config, args.overrides)
     print(validate_rl_config(cfg).describe())
+    print(placement(cfg))
     rm = cfg.reward_model
     print(memory_estimate(resolve_model_path(cfg.actor_rollout_ref.model.path), needs_reference(cfg), needs_critic(cfg),
                           resolve_model_path(rm.model.path, "reward_model.model.path") if rm.enable else None))
+
+
+def placement(cfg) -> str:
+    """Which role runs where: every role in this process (local), or rank r of each role in worker r (ray)."""
+    from hybridrl.config.validate import needs_critic, needs_reference
+
+    tr = cfg.trainer
+    roles = [f"policy (actor + {cfg.actor_rollout_ref.rollout.name} rollout engine)"]
+    roles += ["reference"] * needs_reference(cfg) + ["critic"] * needs_critic(cfg)
+    if tr.backend == "local":
+        return f"placement: backend=local, one process holds {', '.join(roles)}"
+    lines = [f"placement: backend=ray, {tr.n_gpus_per_node * tr.nnodes} worker processes ({tr.n_gpus_per_node} per "
+             f"node x {tr.nnodes} node(s)); the driver keeps data, rewards and the loop"]
+    lines += [f"  worker {r} (node {r // tr.n_gpus_per_node}): rank {r} of {', '.join(roles)}"
+              for r in range(tr.n_gpus_per_node * tr.nnodes)]
+    return "\n".join(lines)
 
 
 def _param_count(model_dir: str) -> int:
@@ -172,7 +189,7 @@ def memory_estimate(model_dir: str, with_reference: bool, with_critic: bool = Fa
                                     ("the reward model", bool(reward_model_dir))) if on]
     total = params * per_param + rm_params * 4
     rm_text = f" (+ {rm_params / 1e6:.3f}M in the reward model)" if reward_model_dir else ""
-    return (f"memory: {params / 1e6:.2f}M parameters{rm_text} -> ~{total / 2**30:.3f} GiB for weights, gradients, "
+    return (f"memory per worker: {params / 1e6:.2f}M parameters{rm_text} -> ~{total / 2**30:.3f} GiB for weights, gradients, "
             f"AdamW state{''.join(' and ' + e for e in extras)} (activations and KV cache come on top)")
 
 

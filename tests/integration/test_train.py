@@ -120,7 +120,7 @@ def test_help_lists_keys_and_plan_prints_the_batch_plan():
     assert plan.returncode == 0, plan.stderr
     assert "32 prompts x 8 samples = 256 responses per step" in plan.stdout
     assert "4 mini-batch(es) of 64 responses" in plan.stdout and "2 micro-batch(es) of 32" in plan.stdout
-    assert "memory: 3.50M parameters" in plan.stdout
+    assert "memory per worker: 3.50M parameters" in plan.stdout
     assert "critic.optim.lr = 1e-05" in help_text  # a section's own default, not the actor's lr
 
 
@@ -134,10 +134,20 @@ def test_plan_counts_the_critic_and_the_reference():
     assert abs(gib[1] / gib[0] - 36 / 16) < 0.05
 
 
+def test_plan_prints_the_placement_of_every_role():
+    assert "placement: backend=local, one process holds policy (actor + hf rollout engine)\n" in cli("plan").stdout
+    out = cli("plan", "trainer.backend=ray", "trainer.n_gpus_per_node=2", "trainer.nnodes=2",
+              "actor_rollout_ref.actor.use_kl_loss=true", "algorithm.adv_estimator=gae",
+              "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=64").stdout
+    assert "placement: backend=ray, 4 worker processes (2 per node x 2 node(s))" in out
+    assert "  worker 3 (node 1): rank 3 of policy (actor + hf rollout engine), reference, critic" in out
+    assert "per worker (4): 64 responses per mini-batch" in out
+
+
 def test_plan_counts_the_reward_model(reward_model_dir):
     from hybridrl.cli import _param_count
 
     plain = cli("plan").stdout
     with_rm = cli("plan", "reward_model.enable=true", f"reward_model.model.path={reward_model_dir}").stdout
     assert "AdamW state and the reward model" in with_rm and "and the reward model" not in plain
-    assert f"memory: 3.50M parameters (+ {_param_count(reward_model_dir) / 1e6:.3f}M in the reward model)" in with_rm
+    assert f"memory per worker: 3.50M parameters (+ {_param_count(reward_model_dir) / 1e6:.3f}M in the reward model)" in with_rm
