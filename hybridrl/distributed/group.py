@@ -14,6 +14,7 @@ stops the run naming the phase and rank, with the stuck workers' Python stacks.
 from __future__ import annotations
 
 import time
+from typing import Callable
 
 import torch
 from torch import Tensor
@@ -41,15 +42,14 @@ def shard_rows(n: int, world: int) -> list[torch.Tensor]:
 
 
 class RayRoles:
-    def __init__(self, cfg: RLConfig, plan: BatchPlan, total_steps: int, log=print, worker_cls=RoleWorker):
+    def __init__(self, cfg: RLConfig, plan: BatchPlan, total_steps: int, pad_id: int, log=print,
+                 worker_cls=RoleWorker):
         import ray
-
-        from hybridrl.models.loading import load_tokenizer
 
         tr = cfg.trainer
         self.world = tr.n_gpus_per_node * tr.nnodes
         self.timeout_s = tr.worker_timeout_s
-        self.pad_id = load_tokenizer(cfg.actor_rollout_ref.model.path).pad_token_id
+        self.pad_id = pad_id  # re-pads the gathered rollouts
         init = cfg.ray_kwargs.ray_init
         self._started_ray = not ray.is_initialized()
         if self._started_ray:
@@ -77,6 +77,12 @@ class RayRoles:
         self.reference = ReferenceGroup(self) if needs_reference(cfg) else None
         self.critic = (CriticGroup(self, critic_batch_plan(cfg).mini_batch_responses_per_worker)
                        if needs_critic(cfg) else None)
+
+    def map_rows(self, role: str, method: str, call: Callable, seqs: Sequences) -> Tensor:
+        """`call(actor)` is a worker's remote method; rank r gets its consecutive rows of `seqs`, and
+        the per-row results come back concatenated in row order."""
+        shards = [select(seqs, rows) for rows in shard_rows(num_rows(seqs), self.world)]
+        return torch.cat(self.call(role, method, [call(a).remote(s) for a, s in zip(self.actors, shards)]))
 
     def nodes(self) -> list[str]:
         """The Ray node id of each rank."""
@@ -156,9 +162,7 @@ class PolicyGroup:
         return concat_rollouts(parts, self.r.pad_id)
 
     def log_probs(self, seqs: Sequences) -> Tensor:
-        shards = [select(seqs, rows) for rows in shard_rows(num_rows(seqs), self.r.world)]
-        return torch.cat(self.r.call("policy", "log_probs",
-                                     [a.policy_log_probs.remote(s) for a, s in zip(self.r.actors, shards)]))
+        return self.r.map_rows("policy", "log_probs", lambda a: a.policy_log_probs, seqs)
 
     def update(self, batch: TrainBatch) -> dict[str, float]:
         shards = [select(batch, rows) for rows in update_rows(num_rows(batch), self.r.world, self.mini_per_worker)]
@@ -185,9 +189,7 @@ class ReferenceGroup:
         self.r = roles
 
     def log_probs(self, seqs: Sequences) -> Tensor:
-        shards = [select(seqs, rows) for rows in shard_rows(num_rows(seqs), self.r.world)]
-        return torch.cat(self.r.call("reference", "log_probs",
-                                     [a.reference_log_probs.remote(s) for a, s in zip(self.r.actors, shards)]))
+        return self.r.map_rows("reference", "log_probs", lambda a: a.reference_log_probs, seqs)
 
 
 class CriticGroup:
@@ -195,9 +197,7 @@ class CriticGroup:
         self.r, self.mini_per_worker = roles, mini_per_worker
 
     def values(self, seqs: Sequences) -> Tensor:
-        shards = [select(seqs, rows) for rows in shard_rows(num_rows(seqs), self.r.world)]
-        return torch.cat(self.r.call("critic", "values",
-                                     [a.critic_values.remote(s) for a, s in zip(self.r.actors, shards)]))
+        return self.r.map_rows("critic", "values", lambda a: a.critic_values, seqs)
 
     def update(self, batch: CriticBatch) -> dict[str, float]:
         shards = [select(batch, rows) for rows in update_rows(num_rows(batch), self.r.world, self.mini_per_worker)]

@@ -50,7 +50,7 @@ from hybridrl.data.dataset import RLDataset
 from hybridrl.errors import ConfigError, HybridRLError
 from hybridrl.eval.diversity import distinct_n, ngrams, repetition_rate, self_bleu
 from hybridrl.models.forward import batched_log_probs
-from hybridrl.models.loading import BUNDLED, eos_token_ids, load_causal_lm, load_tokenizer
+from hybridrl.models.loading import BUNDLED, check_context_length, eos_token_ids, load_causal_lm, load_tokenizer
 from hybridrl.rewards.manager import ON_ERROR, RewardManager, RewardSettings
 from hybridrl.rewards.pool import FunctionRef, ScoringPool
 from hybridrl.rollout.base import SamplingParams, generate_rollout
@@ -150,13 +150,6 @@ def check_settings(s: EvalSettings) -> None:
             raise ConfigError(message)
 
 
-def _check_context(module, s: EvalSettings) -> None:
-    limit = getattr(module.config, "max_position_embeddings", None)
-    if limit is not None and s.max_prompt_length + s.max_response_length > limit:
-        raise ConfigError(f"--max-prompt-length + --max-response-length = {s.max_prompt_length} + "
-                          f"{s.max_response_length} exceeds the model's max_position_embeddings={limit}; lower one")
-
-
 class KLMeter:
     """Per-response KL estimates of `policy` against `ref` on each batch's sampled tokens."""
 
@@ -215,7 +208,8 @@ def evaluate(s: EvalSettings, log: Callable[[str], None] = print) -> EvalResult:
     torch.manual_seed(s.seed)
     tokenizer = load_tokenizer(folder)
     module = load_causal_lm(folder).eval().requires_grad_(False)
-    _check_context(module, s)
+    check_context_length(module, s.max_prompt_length, s.max_response_length,
+                         "--max-prompt-length + --max-response-length")
     data = RLDataset(list(s.data), tokenizer, s.prompt_key, s.max_prompt_length, "error", False, "--data",
                      s.max_samples, s.reward_fn_key)
     meter = None

@@ -104,11 +104,13 @@ def eos_token_ids(model, tokenizer) -> list[int]:
     return ids
 
 
-def check_context_length(model, max_prompt_length: int, max_response_length: int) -> None:
+def check_context_length(model, max_prompt_length: int, max_response_length: int,
+                         keys: str = "data.max_prompt_length + data.max_response_length") -> None:
+    """`keys` names the two settings in the error (config keys, or a command's flags)."""
     limit = getattr(model.config, "max_position_embeddings", None)
     if limit is not None and max_prompt_length + max_response_length > limit:
         raise ConfigError(
-            f"data.max_prompt_length + data.max_response_length = {max_prompt_length} + {max_response_length} "
+            f"{keys} = {max_prompt_length} + {max_response_length} "
             f"exceeds the model's max_position_embeddings={limit}; lower one of them"
         )
 

@@ -213,7 +213,7 @@ def build_run(cfg: RLConfig, plan: BatchPlan, log=print) -> RLRun:
     if tr.backend == "ray":  # every role's rank r in worker process r (distributed/group.py)
         from hybridrl.distributed.group import RayRoles
 
-        roles = RayRoles(cfg, plan, total, log)
+        roles = RayRoles(cfg, plan, total, tokenizer.pad_token_id, log)
         policy, reference, critic, workers = roles.policy, roles.reference, roles.critic, roles
     else:
         policy = build_policy(cfg, plan, tokenizer, total)

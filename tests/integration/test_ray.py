@@ -18,6 +18,7 @@ from hybridrl.config.schema import RLConfig  # noqa: E402
 from hybridrl.config.validate import validate_rl_config  # noqa: E402
 from hybridrl.distributed.group import RayRoles, WorkerError, shard_rows, update_rows  # noqa: E402
 from hybridrl.distributed.worker import RoleWorker  # noqa: E402
+from hybridrl.models.loading import load_tokenizer, resolve_model_path  # noqa: E402
 from hybridrl.trainer.build import build_run  # noqa: E402
 from hybridrl.trainer.rl import RLTrainer  # noqa: E402
 
@@ -99,7 +100,8 @@ def faulty_roles(arith_data, tmp_path, fault: str, timeout_s: float) -> RayRoles
     cfg = load_config(RLConfig, None, overrides(arith_data, tmp_path, "trainer.backend=ray", "trainer.n_gpus_per_node=2",
                                                 f"trainer.worker_timeout_s={timeout_s}"))
     worker = type(f"Faulty_{fault}", (FaultyWorker,), {"FAULT": fault})
-    return RayRoles(cfg, validate_rl_config(cfg), 3, log=lambda *_: None, worker_cls=worker)
+    pad_id = load_tokenizer(resolve_model_path("tiny-arith")).pad_token_id
+    return RayRoles(cfg, validate_rl_config(cfg), 3, pad_id, log=lambda *_: None, worker_cls=worker)
 
 
 @pytest.mark.parametrize("fault, message", [
@@ -116,7 +118,6 @@ def test_a_worker_that_raises_dies_or_hangs_stops_the_run_in_time(arith_data, tm
     roles = faulty_roles(arith_data, tmp_path, fault, timeout_s=20)
     try:
         from hybridrl.data.dataset import RLDataset
-        from hybridrl.models.loading import load_tokenizer, resolve_model_path
 
         tok = load_tokenizer(resolve_model_path("tiny-arith"))
         data = RLDataset([arith_data["train"]], tok, "prompt", 64, "error", False, "data.train_files")
