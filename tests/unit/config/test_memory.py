@@ -1,0 +1,268 @@
+"""check_memory: a per-worker memory estimate by hand on a fake model, its refusals round-tripped, and the
+activation formula held against what autograd really saves for the bundled model."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+
+import pytest
+import torch
+
+from hybridrl.config.loader import load_config
+from hybridrl.config.memory import (GIB, MemoryBudgetError, MemoryReport, check_memory, estimate_memory,
+                                    read_model_dims, saved_activation_bytes)
+from hybridrl.config.schema import RLConfig
+from hybridrl.config.validate import validate_rl_config
+from hybridrl.errors import ConfigError
+from hybridrl.models.loading import resolve_model_path
+
+
+@pytest.fixture(scope="module")
+def fake_model(tmp_path_factory) -> str:
+    """A Qwen2-shaped folder: hidden 8, 2 layers, 2 heads of 4 with 1 KV head, MLP 16, vocab 32, tied head.
+
+    Parameters: embeddings 32·8 = 256; per layer q 8·8 = 64, k 4·8 = 32, v 32, o 64, gate 16·8 = 128, up 128,
+    down 128, two norms 8 + 8 -> 592; final norm 8. Total 256 + 2·592 + 8 = 1448."""
+    from safetensors.torch import save_file
+
+    out = tmp_path_factory.mktemp("fake-model")
+    config = dict(architectures=["Qwen2ForCausalLM"], model_type="qwen2", hidden_size=8, num_hidden_layers=2,
+                  num_attention_heads=2, num_key_value_heads=1, head_dim=4, intermediate_size=16, vocab_size=32,
+                  tie_word_embeddings=True)
+    (out / "config.json").write_text(json.dumps(config))
+    shapes = {"model.embed_tokens.weight": (32, 8), "model.norm.weight": (8,)}
+    for i in range(2):
+        p = f"model.layers.{i}."
+        shapes.update({p + "self_attn.q_proj.weight": (8, 8), p + "self_attn.k_proj.weight": (4, 8),
+                       p + "self_attn.v_proj.weight": (4, 8), p + "self_attn.o_proj.weight": (8, 8),
+                       p + "mlp.gate_proj.weight": (16, 8), p + "mlp.up_proj.weight": (16, 8),
+                       p + "mlp.down_proj.weight": (8, 16), p + "input_layernorm.weight": (8,),
+                       p + "post_attention_layernorm.weight": (8,)})
+    save_file({k: torch.zeros(s) for k, s in shapes.items()}, str(out / "model.safetensors"))
+    return str(out)
+
+
+def fake_overrides(model: str, *more: str) -> list[str]:
+    """P = 6, T = 2 (S = 8); 2 prompts x 2 samples = 4 responses; mini-batch 1 prompt = 2 responses in
+    micro-batches of 1 (two optimizer steps, so π_old is recomputed); no validation set."""
+    return [f"actor_rollout_ref.model.path={model}", "data.max_prompt_length=6", "data.max_response_length=2",
+            "data.train_batch_size=2", "actor_rollout_ref.rollout.n=2", "actor_rollout_ref.actor.ppo_mini_batch_size=1",
+            "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=1", "data.val_files=[]",
+            "actor_rollout_ref.rollout.max_num_seqs=3", "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=3",
+            "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=8", "actor_rollout_ref.actor.use_kl_loss=true",
+            "trainer.memory_per_worker_gb=1", *more]
+
+
+def report_of(overrides: list[str]) -> MemoryReport:
+    cfg = load_config(RLConfig, None, overrides)
+    return check_memory(cfg, validate_rl_config(cfg))
+
+
+def test_model_dims_from_config_and_safetensors(fake_model):
+    d = read_model_dims(fake_model)
+    assert (d.params, d.layer_params, d.root_params, d.head_params) == (1448, 592, 264, 0)
+    assert (d.hidden, d.layers, d.heads, d.kv_heads, d.head_dim, d.intermediate, d.vocab) == (8, 2, 2, 1, 4, 16, 32)
+
+
+def test_breakdown_by_hand(fake_model):
+    (pool,) = report_of(fake_overrides(fake_model)).pools
+    phases = {ph.name: ph.parts for ph in pool.phases}
+    # resident: 1448 params x 4 bytes = 5792 for weights, gradients and the frozen reference; AdamW 2 x 5792
+    assert pool.resident == {"policy weights": 5792, "policy gradients": 5792, "policy AdamW moments": 11584,
+                             "reference weights": 5792}
+    # rollout: min(max_num_seqs 3, 2 prompts x 2 samples) = 3 sequences
+    #   KV cache: 2 · 2 layers · 1 kv head · 4 dims = 16 values per token, x 3 seqs x 8 tokens x 4 B = 1536
+    #   prefill logits: 3 rows x the last position x 32 vocab x 4 B = 384
+    #   prefill layer: attention 6·(2+2)·4 + 2·2·6² = 240 < MLP 3·6·16 = 288; + streams 2·6·8 = 96 -> 384 x 3 x 4 B = 4608
+    assert phases["rollout"] == {"KV cache": 1536, "prefill logits": 384, "prefill layer transient": 4608}
+    # policy log-probs in micro-batches of min(3, 4 rows) = 3 sequences of 8 tokens:
+    #   logits 3 x 32 x (8 + 2·2) x 4 B = 4608; layer: attention 8·4·4 + 2·2·8² = 384 = MLP 3·8·16; + 2·8·8 -> 512 x 3 x 4
+    assert phases["policy log-probs"] == {"layer transient": 6144, "logits": 4608}
+    # reference: micro-batches of min(8, 4 rows) = 4: 4 x 32 x 12 x 4 = 6144 and 512 x 4 x 4 = 8192
+    assert phases["reference log-probs"] == {"layer transient": 8192, "logits": 6144}
+    # update, 1 sequence: per layer 6·8·8 + 2·8 + 4·8·(2·4) + 2·8² + 4·8·16 = 384 + 16 + 256 + 128 + 512 = 1296;
+    # 2 layers 2592 + rotary 2·8·4 = 64 + head 3·8·8 + 8 + 2·2·32 = 328 -> 2984 values x 4 B = 11936;
+    # logits 1 x 32 x 12 x 4 B = 1536
+    assert phases["policy update"] == {"saved activations": 11936, "logits": 1536}
+    assert phases["policy optimizer step"] == {"AdamW step temporaries": 5792}
+    # peak: 28960 resident + reference log-probs 14336 = 43296 (rollout 37408, log-probs 39712, update 42432)
+    assert (pool.peak_phase, pool.peak_bytes, pool.budget, pool.workers) == ("reference log-probs", 43296, GIB, 1)
+    assert pool.breakdown == {**pool.resident, "layer transient": 8192, "logits": 6144}
+
+
+def test_fsdp2_divides_resident_states_by_world(fake_model):
+    # a mini-batch of 2 prompts x 2 = 4 responses, 2 per worker in micro-batches of 1
+    base = fake_overrides(fake_model, "trainer.backend=ray", "trainer.n_gpus_per_node=2",
+                          "actor_rollout_ref.actor.ppo_mini_batch_size=2")
+    (ddp,) = report_of(base).pools
+    (fsdp,) = report_of(base + ["actor_rollout_ref.actor.strategy=fsdp2"]).pools
+    # 1448 / 2 = 724 params per rank: weights and gradients 2896 each, AdamW 5792; the reference stays whole
+    assert fsdp.resident == {"policy weights": 2896, "policy gradients": 2896, "policy AdamW moments": 5792,
+                             "reference weights": 5792}
+    assert ddp.resident["policy weights"] == 5792
+    fsdp_phases = {ph.name: ph.parts for ph in fsdp.phases}
+    # generation runs on gathered weights: one full copy, 1448 x 4 B
+    assert fsdp_phases["rollout"]["policy gathered weights"] == 5792
+    # training gathers the root group (264 params) and one layer (592) at a time: 856 x 4 B
+    assert fsdp_phases["policy update"]["gathered root group + one layer"] == 3424
+    # with 2 micro-batches the gradients stay unsharded until the last one's reduce-scatter
+    assert fsdp_phases["policy update"]["unsharded accumulated gradients"] == 5792
+    assert {ph.name: ph.parts for ph in ddp.phases}["policy update"] == {"saved activations": 11936, "logits": 1536}
+
+
+def refusal(overrides: list[str]) -> MemoryBudgetError:
+    with pytest.raises(MemoryBudgetError) as info:
+        report_of(overrides)
+    assert "trainer.memory_per_worker_gb" in str(info.value)
+    return info.value
+
+
+def gb(n_bytes: int) -> str:
+    return f"trainer.memory_per_worker_gb={n_bytes / GIB!r}"  # exact: a power-of-two fraction
+
+
+def phase_total(overrides: list[str], phase: str) -> int:
+    cfg = load_config(RLConfig, None, overrides)
+    (pool,) = estimate_memory(cfg, validate_rl_config(cfg)).pools
+    return next(pool.total(ph) for ph in pool.phases if ph.name == phase)
+
+
+def assert_round_trip(base: list[str], error: MemoryBudgetError) -> dict:
+    """Every proposed fix passes check_memory when applied as key=value overrides."""
+    assert error.fixes
+    for fix in error.fixes:
+        applied = [f"{k}={v}" for k, v in fix.items()]
+        assert " ".join(applied) in str(error)
+        report_of(base + applied)
+    return error.fixes[0]
+
+
+@pytest.mark.parametrize("knob, phase, start", [
+    ("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu", "policy update", 4),
+    ("actor_rollout_ref.rollout.max_num_seqs", "rollout", 64),
+    ("actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu", "policy log-probs", 64),
+])
+def test_refusal_proposes_the_largest_value_that_fits(fake_model, knob, phase, start):
+    # 16 prompts x 4 = 64 responses; mini-batch 4 prompts = 16 responses; everything else at 1
+    sizes = ["data.train_batch_size=16", "actor_rollout_ref.rollout.n=4", "actor_rollout_ref.actor.ppo_mini_batch_size=4",
+             "actor_rollout_ref.rollout.max_num_seqs=1", "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=1",
+             "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=1"]
+    base = fake_overrides(fake_model, *sizes, f"{knob}={start}")
+    # a budget halfway between the phase at half its knob and at the knob: only that phase is over
+    half = phase_total(fake_overrides(fake_model, *sizes, f"{knob}={start // 2}"), phase)
+    budget = (half + phase_total(base, phase)) // 2
+    base = base + [gb(budget)]
+    error = refusal(base)
+    assert re.search(rf"at its peak \({phase}\).*grows with {re.escape(knob)} \({start} in effect\)", str(error))
+    fix = assert_round_trip(base, error)
+    (value,) = fix.values()
+    assert list(fix) == [knob] and start // 2 <= value < start
+    bigger = value * 2 if knob.endswith("ppo_micro_batch_size_per_gpu") else value + 1  # next divisor of 16 / next
+    assert phase_total(base + [f"{knob}={bigger}"], phase) > budget
+
+
+def test_resident_states_that_do_not_fit_propose_fsdp2_and_workers(fake_model):
+    base = fake_overrides(fake_model, "data.train_batch_size=8", "actor_rollout_ref.actor.ppo_mini_batch_size=8",
+                          "actor_rollout_ref.actor.use_kl_loss=false", gb(20_000))
+    error = refusal(base)  # resident 23168 bytes (16 per parameter) > 20000
+    assert "resident states alone (policy weights, policy gradients, policy AdamW moments) take" in str(error)
+    fix = assert_round_trip(base, error)
+    # ddp never fits, whatever the workers. FSDP2 over w workers (w divides the 16-response mini-batch): the update
+    # adds activations 11936 + logits 1536 + the gathered root group and a layer 3424 = 16896, plus, while a worker
+    # has several micro-batches (w <= 8), 5792 of unsharded gradients: over 20000 with any resident states. At
+    # w = 16 one response each: 16896 + 16 B x ceil(1448 / 16) = 91 params = 1456 resident -> 18352 fits
+    assert fix == {"trainer.backend": "ray", "trainer.n_gpus_per_node": 16, "actor_rollout_ref.actor.strategy": "fsdp2"}
+
+
+def test_nothing_fits_says_so(fake_model):
+    error = refusal(fake_overrides(fake_model, gb(4_000)))  # the reference alone, never sharded, is 5792
+    assert error.fixes == []
+    assert "no micro-batch size or worker count fits" in str(error)
+
+
+def test_default_config_fits_on_this_machine():
+    cfg = RLConfig()
+    report = check_memory(cfg, validate_rl_config(cfg))
+    (pool,) = report.pools
+    assert pool.name == "actor" and pool.peak_phase == "policy update" and pool.peak_bytes < pool.budget
+    assert report.describe().startswith("memory per worker")
+    # no memory_per_worker_gb: this machine's RAM, for its one process
+    assert pool.budget == os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+def test_cpu_budget_is_ram_over_the_processes_of_a_node(fake_model):
+    overrides = fake_overrides(fake_model, "trainer.backend=ray", "trainer.n_gpus_per_node=2",
+                               "algorithm.adv_estimator=gae", "critic.n_workers=2", "trainer.memory_per_worker_gb=null")
+    report = report_of(overrides)
+    ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    # 2 policy workers + a critic pool of 2, all on the one node
+    assert [(p.name, p.workers, p.budget) for p in report.pools] == [("actor", 2, ram // 4), ("critic", 2, ram // 4)]
+    assert not any(k.startswith("critic") for k in report.pools[0].resident)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="reads the GPU's memory when there is one")
+def test_cuda_without_a_gpu_needs_memory_per_worker_gb(fake_model):
+    cfg = load_config(RLConfig, None, fake_overrides(fake_model, "trainer.memory_per_worker_gb=null"))
+    plan = validate_rl_config(cfg)
+    cfg.trainer.device = "cuda"
+    with pytest.raises(ConfigError, match=r"trainer\.device=cuda.*set trainer\.memory_per_worker_gb"):
+        check_memory(cfg, plan)
+
+
+def saved_bytes(attn_implementation: str, batch: int, prompt: int, response: int) -> int:
+    """Bytes of the distinct non-parameter storages autograd saves in one policy-loss forward of
+    tiny-arith (log-probs and entropy, as workers/policy.py computes them), backward run after."""
+    from hybridrl.batch import Sequences
+    from hybridrl.models.forward import response_log_probs
+    from hybridrl.models.loading import load_causal_lm
+
+    model = load_causal_lm("tiny-arith").train()
+    model.config._attn_implementation = attn_implementation
+    weights = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    saved: dict[int, int] = {}
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        storage = t.untyped_storage()
+        if storage.data_ptr() not in weights:
+            saved[storage.data_ptr()] = storage.nbytes()
+        return t
+
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(3, model.config.vocab_size, (batch, prompt + response), generator=g)
+    attention = torch.ones_like(ids)
+    attention[0, :5] = 0  # one left-padded prompt
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        log_probs, entropy = response_log_probs(model, Sequences(ids, attention, torch.ones(batch, response, dtype=torch.long)),
+                                                with_entropy=True)
+    (log_probs.sum() + entropy.sum()).backward()
+    return sum(saved.values())
+
+
+@pytest.mark.parametrize("attn", ["eager", "sdpa"])
+def test_activation_estimate_matches_what_autograd_saves(attn):
+    # the default run's shapes: P = 64, T = 8, a micro-batch of 4
+    estimate = saved_activation_bytes(read_model_dims(resolve_model_path("tiny-arith")), 4, 72, 8)
+    ratio = estimate / saved_bytes(attn, 4, 64, 8)
+    # measured: eager 1.000 (28.40 MB both; the rest are int64 indices), sdpa 1.036 (it keeps no [4, 72, 72]
+    # probabilities but its log-sum-exp and masks); a 20% band leaves room for torch/transformers versions
+    assert 0.8 < ratio < 1.25, ratio
+
+
+@pytest.mark.parametrize("placement, pools", [
+    ([], [("actor", 1)]),  # backend=local: one process holds every role
+    (["trainer.backend=ray"], [("actor", 1), ("driver (reward model)", 1)]),
+    (["trainer.backend=ray", "reward_model.enable_resource_pool=true", "reward_model.n_gpus_per_node=2",
+      "reward_model.nnodes=1"], [("actor", 1), ("reward_model", 2)]),
+])
+def test_reward_model_is_counted_where_it_runs(random_model_dir, reward_model_dir, placement, pools):
+    report = report_of([f"actor_rollout_ref.model.path={random_model_dir}", "reward_model.enable=true",
+                        f"reward_model.model.path={reward_model_dir}", "reward_model.rule_weight=1.0",
+                        "trainer.memory_per_worker_gb=1", *placement])
+    assert [(p.name, p.workers) for p in report.pools] == pools
+    holder = report.pools[-1]
+    # hidden 32, 2 layers, vocab 320: embeddings 10240 + 2 x 10400 per layer (q, k, v with biases 3 x 1056, o 1024,
+    # MLP 3 x 2048, norms 64) + final norm 32 + score head 32 = 31104 params x 4 B
+    assert holder.resident["reward model weights"] == 124416
+    assert "reward scoring" in [ph.name for ph in holder.phases]
