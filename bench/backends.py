@@ -1,8 +1,8 @@
-"""trainer.backend=local vs ray (2 data-parallel workers) on the tiny task, back to back in one invocation.
+"""trainer.backend=local vs ray (2 data-parallel workers, ddp and fsdp2) on the tiny task, back to back in one invocation.
 
     .venv/bin/python bench/backends.py --steps 12 --rounds 2
 
-Runs `hybridrl train` alternately (local, ray, local, ray, ...) with the default GRPO config and
+Runs `hybridrl train` alternately (local, ray, ray+fsdp2, local, ...) with the default GRPO config and
 no validation or checkpoints, and prints a markdown table per backend: median seconds per step
 (the first 2 steps are warm-up), its generation and update parts, process CPU-seconds of the
 driver per step, and the wall time of the whole command (start-up included: Ray's cluster and the
@@ -20,7 +20,9 @@ import sys
 import tempfile
 import time
 
-CONFIGS = {"local": [], "ray (2 workers)": ["trainer.backend=ray", "trainer.n_gpus_per_node=2"]}
+CONFIGS = {"local": [], "ray (2 workers)": ["trainer.backend=ray", "trainer.n_gpus_per_node=2"],
+           "ray (2 workers, fsdp2)": ["trainer.backend=ray", "trainer.n_gpus_per_node=2",
+                                      "actor_rollout_ref.actor.strategy=fsdp2"]}
 
 
 def run(name: str, steps: int, folder: str) -> dict:

@@ -90,6 +90,22 @@ def select(batch: B, idx: Tensor) -> B:
     return type(batch)(**values)
 
 
+def to_device(batch: B, device: torch.device | str) -> B:
+    """The batch with every tensor field on `device` (recursing into containers); a no-op copy-free
+    return when everything is there already."""
+    values = {}
+    for f in dataclasses.fields(batch):  # type: ignore[arg-type]
+        v = getattr(batch, f.name)
+        if isinstance(v, Tensor):
+            v = v.to(device)
+        elif isinstance(v, dict):
+            v = {k: t.to(device) if isinstance(t, Tensor) else t for k, t in v.items()}
+        elif dataclasses.is_dataclass(v):
+            v = to_device(v, device)
+        values[f.name] = v
+    return type(batch)(**values)
+
+
 def num_rows(batch: object) -> int:
     for f in dataclasses.fields(batch):  # type: ignore[arg-type]
         v = getattr(batch, f.name)

@@ -137,60 +137,16 @@ def cmd_train(args) -> None:
 
 def cmd_plan(args) -> None:
     from hybridrl.config.loader import load_config
+    from hybridrl.config.memory import check_memory
+    from hybridrl.config.placement import describe_placement
     from hybridrl.config.schema import RLConfig
-    from hybridrl.config.validate import needs_critic, needs_reference, validate_rl_config
-    from hybridrl.models.loading import resolve_model_path
+    from hybridrl.config.validate import validate_rl_config
 
     cfg = load_config(RLConfig, args.config, args.overrides)
-    print(validate_rl_config(cfg).describe())
-    print(placement(cfg))
-    rm = cfg.reward_model
-    print(memory_estimate(resolve_model_path(cfg.actor_rollout_ref.model.path), needs_reference(cfg), needs_critic(cfg),
-                          resolve_model_path(rm.model.path, "reward_model.model.path") if rm.enable else None))
-
-
-def placement(cfg) -> str:
-    """Which role runs where: every role in this process (local), or rank r of each role in worker r (ray)."""
-    from hybridrl.config.validate import needs_critic, needs_reference
-
-    tr = cfg.trainer
-    roles = [f"policy (actor + {cfg.actor_rollout_ref.rollout.name} rollout engine)"]
-    roles += ["reference"] * needs_reference(cfg) + ["critic"] * needs_critic(cfg)
-    if tr.backend == "local":
-        return f"placement: backend=local, one process holds {', '.join(roles)}"
-    lines = [f"placement: backend=ray, {tr.n_gpus_per_node * tr.nnodes} worker processes ({tr.n_gpus_per_node} per "
-             f"node x {tr.nnodes} node(s)); the driver keeps data, rewards and the loop"]
-    lines += [f"  worker {r} (node {r // tr.n_gpus_per_node}): rank {r} of {', '.join(roles)}"
-              for r in range(tr.n_gpus_per_node * tr.nnodes)]
-    return "\n".join(lines)
-
-
-def _param_count(model_dir: str) -> int:
-    import glob
-    import math
-
-    from safetensors import safe_open
-
-    params = 0
-    for path in glob.glob(f"{model_dir}/*.safetensors"):
-        with safe_open(path, "pt") as f:
-            params += sum(math.prod(f.get_slice(k).get_shape()) for k in f.keys())
-    return params
-
-
-def memory_estimate(model_dir: str, with_reference: bool, with_critic: bool = False,
-                    reward_model_dir: str | None = None) -> str:
-    """fp32 weights + grads + AdamW moments (16 bytes/param), 4 bytes/param more for a reference,
-    16 more for a critic of the same size (its head is negligible), 4 per reward-model param."""
-    params = _param_count(model_dir)
-    rm_params = _param_count(reward_model_dir) if reward_model_dir else 0
-    per_param = 16 + (4 if with_reference else 0) + (16 if with_critic else 0)
-    extras = [name for name, on in (("the reference", with_reference), ("the critic", with_critic),
-                                    ("the reward model", bool(reward_model_dir))) if on]
-    total = params * per_param + rm_params * 4
-    rm_text = f" (+ {rm_params / 1e6:.3f}M in the reward model)" if reward_model_dir else ""
-    return (f"memory per worker: {params / 1e6:.2f}M parameters{rm_text} -> ~{total / 2**30:.3f} GiB for weights, gradients, "
-            f"AdamW state{''.join(' and ' + e for e in extras)} (activations and KV cache come on top)")
+    plan = validate_rl_config(cfg)
+    print(plan.describe())
+    print(describe_placement(cfg))
+    print(check_memory(cfg, plan).describe())  # a config that cannot fit is refused here, with values that do
 
 
 def cmd_sft(args) -> None:

@@ -56,17 +56,19 @@ def make_batch_plan(
     ppo_epochs: int = 1,
     world_size: int = 1,
     role: str = "actor_rollout_ref.actor",
+    world_key: str = "trainer.n_gpus_per_node * trainer.nnodes",
 ) -> BatchPlan:
     """Normalize verl batch sizes (see module doc); raise ConfigError on any inconsistency.
 
-    `role` is the config section whose ppo_* keys are checked (the actor's, or `critic`)."""
+    `role` is the config section whose ppo_* keys are checked (the actor's, or `critic`);
+    `world_key` names the setting that gives `world_size` (the critic's own pool: critic.n_workers)."""
     for key, value in [
         ("data.train_batch_size", train_batch_size),
         ("actor_rollout_ref.rollout.n", n),
         (f"{role}.ppo_mini_batch_size", ppo_mini_batch_size),
         (f"{role}.ppo_micro_batch_size_per_gpu", ppo_micro_batch_size_per_gpu),
         (f"{role}.ppo_epochs", ppo_epochs),
-        ("trainer.n_gpus_per_node * trainer.nnodes", world_size),
+        (world_key, world_size),
     ]:
         if value < 1:
             raise ConfigError(f"{key}={value} must be at least 1")
@@ -86,7 +88,7 @@ def make_batch_plan(
         raise ConfigError(
             f"a mini-batch holds ppo_mini_batch_size * rollout.n = {ppo_mini_batch_size} * {n} = {mini_responses} "
             f"responses, which do not split evenly over {world_size} workers; change "
-            f"{role}.ppo_mini_batch_size or trainer.n_gpus_per_node so that {world_size} divides it"
+            f"{role}.ppo_mini_batch_size or {world_key} so that {world_size} divides it"
         )
     per_worker = mini_responses // world_size
     if ppo_micro_batch_size_per_gpu > per_worker or per_worker % ppo_micro_batch_size_per_gpu:

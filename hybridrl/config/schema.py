@@ -83,6 +83,9 @@ class ActorConfig:
     kl_loss_type: str = doc("low_var_kl", "KL estimator of the KL loss: kl | abs | mse | low_var_kl, a '+' suffix "
                                           "for k2's gradient (see `hybridrl algos`)")
     grad_clip: float = doc(1.0, "max global gradient norm")
+    strategy: str = doc("ddp", "how data-parallel workers hold the weights: ddp (a full copy each, gradients summed "
+                               "with one all-reduce) | fsdp2 (parameters, gradients and AdamW state sharded with "
+                               "torch's fully_shard; fsdp is accepted as the same)")
     policy_loss: PolicyLossConfig = field(default_factory=PolicyLossConfig)
     optim: OptimConfig = field(default_factory=OptimConfig)
 
@@ -105,6 +108,8 @@ class RolloutConfig:
     top_k: int = doc(-1, "top-k sampling (-1: off)")
     do_sample: bool = doc(True, "sample (false: greedy)")
     log_prob_micro_batch_size_per_gpu: int = doc(256, "responses per log-prob forward on one worker")
+    max_num_seqs: int = doc(1024, "most responses one worker generates at once (bounds the KV cache); more are "
+                                  "generated in chunks with the same samples")
     val_kwargs: ValKwargs = field(default_factory=ValKwargs)
 
 
@@ -142,6 +147,9 @@ class CriticConfig:
     cliprange_value: float = doc(0.5, "value clip range: new values stay within old +- cliprange_value")
     loss_agg_mode: str = doc("token-mean", "value-loss reduction (same modes as the actor's)")
     grad_clip: float = doc(1.0, "critic max global gradient norm")
+    strategy: str = doc("ddp", "critic weights across data-parallel workers: ddp | fsdp2 (see actor.strategy)")
+    n_workers: Optional[int] = doc(None, "backend=ray: run the critic in its own pool of this many workers "
+                                         "(null: in the policy's workers, one rank each)")
 
 
 @dataclass
@@ -200,6 +208,11 @@ class RewardModelConfig:
     reward_manager: str = doc("naive", "how the reward function is called: naive (per sample) | batch (once per "
                                        "batch with lists) | dapo (naive; the overlong buffer works with any)")
     overlong_buffer: OverlongBufferConfig = field(default_factory=OverlongBufferConfig)
+    enable_resource_pool: bool = doc(False, "backend=ray: score with the reward model in its own pool of "
+                                            "reward_model.n_gpus_per_node * reward_model.nnodes workers (false: in the "
+                                            "driver process)")
+    n_gpus_per_node: int = doc(0, "reward-model workers per node (enable_resource_pool=true)")
+    nnodes: int = doc(0, "nodes of the reward-model pool (enable_resource_pool=true)")
 
 
 @dataclass
@@ -238,6 +251,10 @@ class TrainerConfig:
     nnodes: int = doc(1, "nodes (with backend=ray)")
     backend: str = doc("local", "local (every role in this process) | ray (n_gpus_per_node * nnodes worker processes, "
                                 "each holding the policy, reference and critic of one data-parallel rank)")
+    device: str = doc("cpu", "where models run: cpu | cuda (one GPU per worker; NCCL between workers)")
+    memory_per_worker_gb: Optional[float] = doc(None, "memory one worker may use, for `hybridrl plan`'s check (null: "
+                                                      "this machine's RAM / workers per node on cpu, the GPU's memory "
+                                                      "on cuda)")
     worker_timeout_s: float = doc(600.0, "backend=ray: a remote call or collective that runs longer stops the run, "
                                          "naming the phase, role and rank, with the stuck worker's stack")
     seed: int = doc(1, "seed of sampling during rollouts")

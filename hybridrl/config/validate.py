@@ -12,6 +12,7 @@ from hybridrl.algos.reduce import LOSS_AGG_MODES
 from hybridrl.config.plan import BatchPlan, make_batch_plan
 from hybridrl.config.schema import RLConfig
 from hybridrl.data.dataset import TRUNCATION_MODES
+from hybridrl.distributed.sharding import STRATEGIES
 from hybridrl.errors import ConfigError
 from hybridrl.rewards.manager import ON_ERROR
 from hybridrl.trainer.collect import FILTER_METRICS
@@ -128,6 +129,8 @@ def validate_rl_config(cfg: RLConfig) -> BatchPlan:
                        ("actor_rollout_ref.rollout.val_kwargs.n", rollout.val_kwargs.n)]:
         if value < 1:
             raise ConfigError(f"{key}={value} must be at least 1")
+    if rollout.max_num_seqs < 1:
+        raise ConfigError(f"actor_rollout_ref.rollout.max_num_seqs={rollout.max_num_seqs} must be at least 1")
     _check_backend(cfg)
     return make_batch_plan(d.train_batch_size, rollout.n, actor.ppo_mini_batch_size, actor.ppo_micro_batch_size_per_gpu,
                            actor.ppo_epochs, tr.n_gpus_per_node * tr.nnodes)
@@ -148,9 +151,48 @@ def _check_backend(cfg: RLConfig) -> None:
             "trainer.n_gpus_per_node=1 trainer.nnodes=1")
     if tr.worker_timeout_s <= 0:
         raise ConfigError(f"trainer.worker_timeout_s={tr.worker_timeout_s} must be > 0")
+    check_choice("trainer.device", tr.device, DEVICES)
+    if tr.device == "cuda" and tr.backend == "local":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise ConfigError("trainer.device=cuda but torch sees no GPU here (torch.cuda.is_available() is false: a "
+                              "CPU build of torch, or no driver); set trainer.device=cpu")
+    if tr.memory_per_worker_gb is not None and tr.memory_per_worker_gb <= 0:
+        raise ConfigError(f"trainer.memory_per_worker_gb={tr.memory_per_worker_gb} must be > 0 (or null)")
+    check_choice("actor_rollout_ref.actor.strategy", cfg.actor_rollout_ref.actor.strategy, STRATEGIES)
+    check_choice("critic.strategy", cfg.critic.strategy, STRATEGIES)
+    _check_pools(cfg)
     if tr.backend == "ray" and importlib.util.find_spec("ray") is None:
         raise ConfigError("trainer.backend=ray needs the ray package: pip install 'ray>=2.40' (or pip install "
                           "'hybridrl[ray]'), or set trainer.backend=local")
+
+
+DEVICES = ("cpu", "cuda")
+
+
+def _check_pools(cfg: RLConfig) -> None:
+    """A role in its own resource pool (backend=ray only)."""
+    tr, c, rm = cfg.trainer, cfg.critic, cfg.reward_model
+    if c.n_workers is not None:
+        if not needs_critic(cfg):
+            raise ConfigError(f"critic.n_workers={c.n_workers} gives the critic its own workers, but "
+                              f"algorithm.adv_estimator={cfg.algorithm.adv_estimator} uses no critic; remove "
+                              "critic.n_workers (or set algorithm.adv_estimator=gae)")
+        if tr.backend != "ray":
+            raise ConfigError(f"critic.n_workers={c.n_workers} puts the critic in its own worker processes, which "
+                              "needs trainer.backend=ray; set it, or remove critic.n_workers")
+    if rm.enable_resource_pool:
+        if not rm.enable:
+            raise ConfigError("reward_model.enable_resource_pool=true but reward_model.enable=false: there is no "
+                              "reward model to place; set reward_model.enable=true or remove enable_resource_pool")
+        if tr.backend != "ray":
+            raise ConfigError("reward_model.enable_resource_pool=true puts the reward model in its own worker "
+                              "processes, which needs trainer.backend=ray; set it, or remove enable_resource_pool")
+        if rm.n_gpus_per_node < 1 or rm.nnodes < 1:
+            raise ConfigError(f"reward_model.enable_resource_pool=true needs reward_model.n_gpus_per_node >= 1 and "
+                              f"reward_model.nnodes >= 1 (got {rm.n_gpus_per_node} and {rm.nnodes}), e.g. "
+                              "reward_model.n_gpus_per_node=1 reward_model.nnodes=1")
 
 
 def needs_reference(cfg: RLConfig) -> bool:
@@ -163,6 +205,12 @@ def needs_critic(cfg: RLConfig) -> bool:
     return bool(ADV_ESTIMATORS.entry(cfg.algorithm.adv_estimator).meta.get("needs_critic", False))
 
 
+def critic_world_size(cfg: RLConfig) -> int:
+    """The critic's data-parallel ranks: its own pool's (critic.n_workers), else one per policy worker."""
+    tr = cfg.trainer
+    return cfg.critic.n_workers if cfg.critic.n_workers is not None else tr.n_gpus_per_node * tr.nnodes
+
+
 def critic_batch_plan(cfg: RLConfig) -> BatchPlan:
     """The critic's mini/micro-batches; each `critic.*` size left null follows the actor's."""
     actor, c = cfg.actor_rollout_ref.actor, cfg.critic
@@ -170,8 +218,9 @@ def critic_batch_plan(cfg: RLConfig) -> BatchPlan:
     return make_batch_plan(cfg.data.train_batch_size, cfg.actor_rollout_ref.rollout.n,
                            pick(c.ppo_mini_batch_size, actor.ppo_mini_batch_size),
                            pick(c.ppo_micro_batch_size_per_gpu, actor.ppo_micro_batch_size_per_gpu),
-                           pick(c.ppo_epochs, actor.ppo_epochs), cfg.trainer.n_gpus_per_node * cfg.trainer.nnodes,
-                           role="critic")
+                           pick(c.ppo_epochs, actor.ppo_epochs), critic_world_size(cfg), role="critic",
+                           world_key="critic.n_workers" if c.n_workers is not None else
+                           "trainer.n_gpus_per_node * trainer.nnodes")
 
 
 def _check_kl_in_reward(cfg: RLConfig) -> None:

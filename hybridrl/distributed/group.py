@@ -1,10 +1,13 @@
 """`trainer.backend=ray`: the worker processes and the per-role groups the driver calls.
 
-`RayRoles` starts (or joins) a Ray cluster and one `RoleWorker` actor per data-parallel rank
-(`trainer.n_gpus_per_node * trainer.nnodes`), wires them into one torch.distributed process group
-(gloo), and exposes `policy`, `reference` and `critic` groups with the same typed methods as the
-local roles: the driver loop does not know which backend it runs on. Each group method splits its
-batch by rank, calls every worker, waits with a deadline and gathers.
+`RayRoles` starts (or joins) a Ray cluster and its resource pools: the actor pool, one `RoleWorker`
+per data-parallel rank (`trainer.n_gpus_per_node * trainer.nnodes`) hosting the policy, reference
+and critic (the hybrid engine), plus a critic pool (`critic.n_workers`) and a reward-model pool
+(`reward_model.enable_resource_pool`) when asked for. Each pool is one torch.distributed process
+group (gloo on CPU; gloo for CPU tensors and NCCL for CUDA ones on GPU). It exposes `policy`,
+`reference`, `critic` and `reward_model` groups with the same typed methods as the local roles:
+the driver loop does not know which backend it runs on. Each group method splits its batch by
+rank, calls every worker of its pool, waits with a deadline and gathers.
 
 Failures never hang the driver: every wait has `trainer.worker_timeout_s`; a worker that raises
 is reported with its traceback, role, method and rank; a dead worker or one past the deadline
@@ -21,6 +24,7 @@ from torch import Tensor
 
 from hybridrl.batch import PromptBatch, Rollout, Sequences, TrainBatch, concat_rollouts, num_rows, select
 from hybridrl.config.plan import BatchPlan
+from hybridrl.config.placement import pool_roles, pool_sizes
 from hybridrl.config.schema import RLConfig
 from hybridrl.config.validate import critic_batch_plan, needs_critic, needs_reference
 from hybridrl.distributed.worker import RoleWorker
@@ -41,52 +45,27 @@ def shard_rows(n: int, world: int) -> list[torch.Tensor]:
     return [torch.arange(s, s + size) for s, size in zip(starts, sizes)]
 
 
-class RayRoles:
-    def __init__(self, cfg: RLConfig, plan: BatchPlan, total_steps: int, pad_id: int, log=print,
-                 worker_cls=RoleWorker):
+class WorkerPool:
+    """The Ray actors of one resource pool: ranks 0..world-1 of their own torch.distributed group,
+    each hosting `roles` (a subset of policy, reference, critic, reward_model)."""
+
+    def __init__(self, name: str, roles: tuple[str, ...], world: int, cfg: RLConfig, plan: BatchPlan,
+                 total_steps: int, threads: int, worker_cls=RoleWorker):
         import ray
 
-        tr = cfg.trainer
-        self.world = tr.n_gpus_per_node * tr.nnodes
-        self.timeout_s = tr.worker_timeout_s
-        self.pad_id = pad_id  # re-pads the gathered rollouts
-        init = cfg.ray_kwargs.ray_init
-        self._started_ray = not ray.is_initialized()
-        if self._started_ray:
-            ray.init(address=init.address, num_cpus=init.num_cpus if init.address is None else None,
-                     include_dashboard=False, log_to_driver=True, configure_logging=False)
-        cpus = int(ray.cluster_resources().get("CPU", 0))
-        if cpus < self.world:
-            self.close()
-            raise ConfigError(f"trainer.n_gpus_per_node * trainer.nnodes = {self.world} workers need {self.world} CPUs, "
-                              f"the Ray cluster has {cpus}; lower trainer.n_gpus_per_node, or raise "
-                              "ray_kwargs.ray_init.num_cpus / add nodes")
-        threads = max(1, cpus // self.world)
-        remote = ray.remote(worker_cls).options(num_cpus=1, max_concurrency=2)  # 2: stacks() beside a stuck call
-        self.actors = [remote.remote(cfg, plan, total_steps, rank, self.world, threads) for rank in range(self.world)]
+        self.name, self.roles, self.world = name, roles, world
+        self.timeout_s = cfg.trainer.worker_timeout_s
+        gpus = 1 if cfg.trainer.device == "cuda" else 0
+        # max_concurrency 2: stacks() answers beside a stuck call
+        remote = ray.remote(worker_cls).options(num_cpus=1, num_gpus=gpus, max_concurrency=2)
+        self.actors = [remote.remote(cfg, plan, total_steps, rank, world, threads, roles) for rank in range(world)]
         try:
-            address, port = self.call("setup", "rendezvous", [self.actors[0].rendezvous.remote()])[0]
-            self.call("setup", "setup", [a.setup.remote(address, port, self.timeout_s) for a in self.actors])
+            self.address, self.port = self.call("setup", "rendezvous", [self.actors[0].rendezvous.remote()])[0]
+            self.call("setup", "setup", [a.setup.remote(self.address, self.port, self.timeout_s) for a in self.actors])
             self.node_ids = self.call("setup", "node_id", [a.node_id.remote() for a in self.actors])
         except BaseException:  # no worker outlives a failed start
             self.close()
             raise
-        log(f"backend=ray: {self.world} workers ({threads} torch threads each) on {len(set(self.node_ids))} node(s), "
-            f"process group at {address}:{port}")
-        self.policy = PolicyGroup(self, plan.mini_batch_responses_per_worker)
-        self.reference = ReferenceGroup(self) if needs_reference(cfg) else None
-        self.critic = (CriticGroup(self, critic_batch_plan(cfg).mini_batch_responses_per_worker)
-                       if needs_critic(cfg) else None)
-
-    def map_rows(self, role: str, method: str, call: Callable, seqs: Sequences) -> Tensor:
-        """`call(actor)` is a worker's remote method; rank r gets its consecutive rows of `seqs`, and
-        the per-row results come back concatenated in row order."""
-        shards = [select(seqs, rows) for rows in shard_rows(num_rows(seqs), self.world)]
-        return torch.cat(self.call(role, method, [call(a).remote(s) for a, s in zip(self.actors, shards)]))
-
-    def nodes(self) -> list[str]:
-        """The Ray node id of each rank."""
-        return list(self.node_ids)
 
     def call(self, role: str, method: str, refs: list) -> list:
         """The results of one call per rank (refs[i] is rank i's), in rank order. Waits at most
@@ -104,12 +83,25 @@ class RayRoles:
             try:
                 ray.get(ready[0])
             except RayTaskError as e:
-                raise WorkerError(f"{role}.{method} raised on rank {rank} of {self.world}:\n{e}") from None
+                raise WorkerError(f"{role}.{method} raised on rank {rank} of {self.world}{self._where()}:\n{e}") from None
             except RayActorError as e:
-                raise WorkerError(f"{role}.{method}: the worker of rank {rank} of {self.world} died "
+                raise WorkerError(f"{role}.{method}: the worker of rank {rank} of {self.world}{self._where()} died "
                                   f"({type(e).__name__}: {str(e).splitlines()[0][:300]}); the run stops, resume it "
                                   "from the last checkpoint") from None
         return ray.get(refs)
+
+    def call_all(self, role: str, method: str, call: Callable, *args) -> list:
+        """`call(actor).remote(*args)` on every rank; results in rank order."""
+        return self.call(role, method, [call(a).remote(*args) for a in self.actors])
+
+    def map_rows(self, role: str, method: str, call: Callable, batch) -> list:
+        """`call(actor)` is a worker's remote method; rank r gets its consecutive rows of `batch`;
+        the per-rank results in rank order."""
+        shards = [select(batch, rows) for rows in shard_rows(num_rows(batch), self.world)]
+        return self.call(role, method, [call(a).remote(s) for a, s in zip(self.actors, shards)])
+
+    def _where(self) -> str:
+        return "" if self.name == "actor" else f" of the {self.name} pool"
 
     def _timeout(self, role: str, method: str, stuck: list[int]) -> WorkerError:
         import ray
@@ -121,7 +113,7 @@ class RayRoles:
             except Exception as e:  # the worker cannot even answer: say so rather than wait again
                 stack = f"(no stack: {type(e).__name__})"
             stacks.append(f"--- stack of rank {rank} ---\n{stack}")
-        return WorkerError(f"{role}.{method} did not finish on rank(s) {stuck} of {self.world} within "
+        return WorkerError(f"{role}.{method} did not finish on rank(s) {stuck} of {self.world}{self._where()} within "
                            f"trainer.worker_timeout_s={self.timeout_s:g}s; the run stops (raise the timeout if the "
                            "step is just slow; a rank waiting in a collective waits for another one)\n"
                            + "\n".join(stacks))
@@ -129,11 +121,65 @@ class RayRoles:
     def close(self) -> None:
         import ray
 
-        for actor in getattr(self, "actors", []):
+        for actor in self.actors:
             ray.kill(actor)
         self.actors = []
+
+
+class RayRoles:
+    def __init__(self, cfg: RLConfig, plan: BatchPlan, total_steps: int, pad_id: int, log=print,
+                 worker_cls=RoleWorker):
+        import ray
+
+        self.pad_id = pad_id  # re-pads the gathered rollouts
+        init = cfg.ray_kwargs.ray_init
+        self._started_ray = not ray.is_initialized()
+        if self._started_ray:
+            ray.init(address=init.address, num_cpus=init.num_cpus if init.address is None else None,
+                     include_dashboard=False, log_to_driver=True, configure_logging=False)
+        sizes, roles = pool_sizes(cfg), pool_roles(cfg)
+        workers = sum(sizes.values())
+        cpus = int(ray.cluster_resources().get("CPU", 0))
+        if cpus < workers:
+            self.close()
+            raise ConfigError(f"{_pools_text(sizes)} = {workers} workers need {workers} CPUs, the Ray cluster has "
+                              f"{cpus}; lower trainer.n_gpus_per_node (or a pool's size), or raise "
+                              "ray_kwargs.ray_init.num_cpus / add nodes")
+        threads = max(1, cpus // workers)
+        self.pools: dict[str, WorkerPool] = {}
+        try:
+            for name, size in sizes.items():
+                self.pools[name] = WorkerPool(name, roles[name], size, cfg, plan, total_steps, threads, worker_cls)
+        except BaseException:  # no worker outlives a failed start
+            self.close()
+            raise
+        actor = self.pools["actor"]
+        self.world = actor.world
+        nodes = {n for p in self.pools.values() for n in p.node_ids}
+        log(f"backend=ray: {_pools_text(sizes)} ({threads} torch threads each) on {len(nodes)} node(s), "
+            f"process group at {actor.address}:{actor.port}")
+        self.policy = PolicyGroup(actor, pad_id, plan.mini_batch_responses_per_worker)
+        self.reference = ReferenceGroup(actor) if needs_reference(cfg) else None
+        self.critic = (CriticGroup(self.pools.get("critic", actor), critic_batch_plan(cfg).mini_batch_responses_per_worker)
+                       if needs_critic(cfg) else None)
+        self.reward_model = RewardModelGroup(self.pools["reward_model"]) if "reward_model" in self.pools else None
+
+    def nodes(self, pool: str = "actor") -> list[str]:
+        """The Ray node id of each rank of a pool."""
+        return list(self.pools[pool].node_ids)
+
+    def close(self) -> None:
+        import ray
+
+        for pool in getattr(self, "pools", {}).values():
+            pool.close()
+        self.pools = {}
         if self._started_ray and ray.is_initialized():
             ray.shutdown()
+
+
+def _pools_text(sizes: dict[str, int]) -> str:
+    return " + ".join(f"{n} {name} worker(s)" for name, n in sizes.items())
 
 
 def update_rows(n: int, world: int, mini_per_worker: int) -> list[torch.Tensor]:
@@ -149,68 +195,86 @@ def update_rows(n: int, world: int, mini_per_worker: int) -> list[torch.Tensor]:
 
 
 class PolicyGroup:
-    """The policy of every rank, with the local Policy's methods."""
+    """The policy of every rank, with the local Policy's methods. State calls go to every rank: under
+    fsdp2 gathering the whole weights is a collective; rank 0's answer speaks for all."""
 
-    def __init__(self, roles: RayRoles, mini_per_worker: int):
-        self.r, self.mini_per_worker = roles, mini_per_worker
+    def __init__(self, pool: WorkerPool, pad_id: int, mini_per_worker: int):
+        self.pool, self.pad_id, self.mini_per_worker = pool, pad_id, mini_per_worker
 
     def generate(self, prompts: PromptBatch, n: int, sampling: SamplingParams, stream: str = "train") -> Rollout:
-        shards = shard_rows(len(prompts.index), self.r.world)
+        shards = shard_rows(len(prompts.index), self.pool.world)
         refs = [a.generate.remote(select(prompts, rows) if len(rows) else None, n, sampling, stream)
-                for a, rows in zip(self.r.actors, shards)]
-        parts = [p for p in self.r.call("policy", "generate", refs) if p is not None]
-        return concat_rollouts(parts, self.r.pad_id)
+                for a, rows in zip(self.pool.actors, shards)]
+        parts = [p for p in self.pool.call("policy", "generate", refs) if p is not None]
+        return concat_rollouts(parts, self.pad_id)
 
     def log_probs(self, seqs: Sequences) -> Tensor:
-        return self.r.map_rows("policy", "log_probs", lambda a: a.policy_log_probs, seqs)
+        return torch.cat(self.pool.map_rows("policy", "log_probs", lambda a: a.policy_log_probs, seqs))
 
     def update(self, batch: TrainBatch) -> dict[str, float]:
-        shards = [select(batch, rows) for rows in update_rows(num_rows(batch), self.r.world, self.mini_per_worker)]
-        return self.r.call("policy", "update", [a.policy_update.remote(s) for a, s in zip(self.r.actors, shards)])[0]
+        rows = update_rows(num_rows(batch), self.pool.world, self.mini_per_worker)
+        refs = [a.policy_update.remote(select(batch, r)) for a, r in zip(self.pool.actors, rows)]
+        return self.pool.call("policy", "update", refs)[0]
 
     def model_shape(self) -> ModelShape:
-        return self.r.call("policy", "model_shape", [self.r.actors[0].model_shape.remote()])[0]
+        return self.pool.call("policy", "model_shape", [self.pool.actors[0].model_shape.remote()])[0]
 
-    def state_dict(self) -> dict:  # the replicas are identical: rank 0 speaks for all
-        return self.r.call("policy", "state_dict", [self.r.actors[0].policy_state.remote()])[0]
+    def state_dict(self) -> dict:
+        return self.pool.call_all("policy", "state_dict", lambda a: a.policy_state)[0]
 
     def load_state_dict(self, state: dict) -> None:
-        self.r.call("policy", "load_state_dict", [a.policy_load_state.remote(state) for a in self.r.actors])
+        self.pool.call_all("policy", "load_state_dict", lambda a: a.policy_load_state, state)
 
-    def save_pretrained(self, folder: str) -> None:
-        self.r.call("policy", "save_pretrained", [self.r.actors[0].policy_save.remote(folder)])
+    def save_pretrained(self, folder: str) -> None:  # rank 0 writes
+        self.pool.call_all("policy", "save_pretrained", lambda a: a.policy_save, folder)
 
     def load_pretrained(self, folder: str) -> None:  # every rank reads the folder (a shared filesystem)
-        self.r.call("policy", "load_pretrained", [a.policy_load.remote(folder) for a in self.r.actors])
+        self.pool.call_all("policy", "load_pretrained", lambda a: a.policy_load, folder)
 
 
 class ReferenceGroup:
-    def __init__(self, roles: RayRoles):
-        self.r = roles
+    def __init__(self, pool: WorkerPool):
+        self.pool = pool
 
     def log_probs(self, seqs: Sequences) -> Tensor:
-        return self.r.map_rows("reference", "log_probs", lambda a: a.reference_log_probs, seqs)
+        return torch.cat(self.pool.map_rows("reference", "log_probs", lambda a: a.reference_log_probs, seqs))
 
 
 class CriticGroup:
-    def __init__(self, roles: RayRoles, mini_per_worker: int):
-        self.r, self.mini_per_worker = roles, mini_per_worker
+    """The critic of every rank of its pool (the actor pool, or its own with critic.n_workers)."""
+
+    def __init__(self, pool: WorkerPool, mini_per_worker: int):
+        self.pool, self.mini_per_worker = pool, mini_per_worker
 
     def values(self, seqs: Sequences) -> Tensor:
-        return self.r.map_rows("critic", "values", lambda a: a.critic_values, seqs)
+        return torch.cat(self.pool.map_rows("critic", "values", lambda a: a.critic_values, seqs))
 
     def update(self, batch: CriticBatch) -> dict[str, float]:
-        shards = [select(batch, rows) for rows in update_rows(num_rows(batch), self.r.world, self.mini_per_worker)]
-        return self.r.call("critic", "update", [a.critic_update.remote(s) for a, s in zip(self.r.actors, shards)])[0]
+        rows = update_rows(num_rows(batch), self.pool.world, self.mini_per_worker)
+        refs = [a.critic_update.remote(select(batch, r)) for a, r in zip(self.pool.actors, rows)]
+        return self.pool.call("critic", "update", refs)[0]
 
     def state_dict(self) -> dict:
-        return self.r.call("critic", "state_dict", [self.r.actors[0].critic_state.remote()])[0]
+        return self.pool.call_all("critic", "state_dict", lambda a: a.critic_state)[0]
 
     def load_state_dict(self, state: dict) -> None:
-        self.r.call("critic", "load_state_dict", [a.critic_load_state.remote(state) for a in self.r.actors])
+        self.pool.call_all("critic", "load_state_dict", lambda a: a.critic_load_state, state)
 
     def save_pretrained(self, folder: str) -> None:
-        self.r.call("critic", "save_pretrained", [self.r.actors[0].critic_save.remote(folder)])
+        self.pool.call_all("critic", "save_pretrained", lambda a: a.critic_save, folder)
 
     def load_pretrained(self, folder: str) -> None:
-        self.r.call("critic", "load_pretrained", [a.critic_load.remote(folder) for a in self.r.actors])
+        self.pool.call_all("critic", "load_pretrained", lambda a: a.critic_load, folder)
+
+
+class RewardModelGroup:
+    """The reward model in its own pool (reward_model.enable_resource_pool), with RewardModel's method."""
+
+    def __init__(self, pool: WorkerPool):
+        self.pool = pool
+
+    def scores(self, rollout: Rollout, texts: list[str]) -> Tensor:
+        shards = shard_rows(num_rows(rollout), self.pool.world)
+        refs = [a.reward_scores.remote(select(rollout, rows), [texts[i] for i in rows.tolist()])
+                for a, rows in zip(self.pool.actors, shards)]
+        return torch.cat(self.pool.call("reward_model", "scores", refs))

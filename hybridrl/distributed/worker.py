@@ -1,9 +1,10 @@
-"""One worker process of `trainer.backend=ray`: data-parallel rank r of every colocated role.
+"""One worker process of `trainer.backend=ray`: data-parallel rank r of the roles of its pool.
 
-The hybrid engine: the policy (with its rollout engine, which samples with the policy's own
-module, so no weight copy is needed), and the reference and critic when the algorithm uses them,
-live in one process per rank. The driver reaches them only through the typed methods below
-(distributed/group.py wraps them per role); only `node_id` asks Ray anything.
+The hybrid engine: in the actor pool the policy (with its rollout engine, which samples with the
+policy's own module, so no weight copy is needed), and the reference and critic when the algorithm
+uses them, live in one process per rank. A critic or reward-model pool hosts just that role. The
+driver reaches them only through the typed methods below (distributed/group.py wraps them per
+role); only `node_id` asks Ray anything.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ from torch import Tensor
 from hybridrl.batch import PromptBatch, Rollout, Sequences, TrainBatch
 from hybridrl.config.plan import BatchPlan
 from hybridrl.config.schema import RLConfig
-from hybridrl.config.validate import needs_critic, needs_reference
 from hybridrl.distributed.dp import SINGLE, init_data_parallel
 from hybridrl.models.flops import ModelShape
 from hybridrl.rollout.base import SamplingParams
@@ -28,11 +28,12 @@ from hybridrl.workers.critic import CriticBatch
 
 
 class RoleWorker:
-    def __init__(self, cfg: RLConfig, plan: BatchPlan, total_steps: int, rank: int, world_size: int, threads: int):
+    def __init__(self, cfg: RLConfig, plan: BatchPlan, total_steps: int, rank: int, world_size: int, threads: int,
+                 roles: tuple[str, ...] = ("policy",)):
         torch.set_num_threads(threads)
         self.cfg, self.plan, self.total_steps = cfg, plan, total_steps
-        self.rank, self.world_size = rank, world_size
-        self.policy = self.reference = self.critic = None
+        self.rank, self.world_size, self.roles = rank, world_size, roles
+        self.policy = self.reference = self.critic = self.reward_model = None
 
     def rendezvous(self) -> tuple[str, int]:
         """This node's address and a free port on it, for rank 0 to host the process group."""
@@ -42,24 +43,32 @@ class RoleWorker:
         return socket.gethostbyname(socket.gethostname()), port
 
     def setup(self, address: str, port: int, timeout_s: float) -> None:
-        """Join the process group (every rank at once), then build the roles."""
+        """Join the pool's process group (every rank at once), then build its roles."""
         from hybridrl.models.loading import load_tokenizer
-        from hybridrl.trainer.build import build_critic, build_policy, build_reference
+        from hybridrl.trainer.build import build_critic, build_policy, build_reference, build_reward_model
 
         cfg = self.cfg
-        dp = init_data_parallel(self.rank, self.world_size, address, port, timeout_s) if self.world_size > 1 else SINGLE
+        # on GPU: gloo carries the CPU tensors (token counts, metrics), NCCL the CUDA ones (gradients)
+        backend = "cpu:gloo,cuda:nccl" if cfg.trainer.device == "cuda" else "gloo"
+        dp = (init_data_parallel(self.rank, self.world_size, address, port, timeout_s, backend)
+              if self.world_size > 1 else SINGLE)
         tokenizer = load_tokenizer(cfg.actor_rollout_ref.model.path)
-        self.policy = build_policy(cfg, self.plan, tokenizer, self.total_steps, dp)
-        self.reference = build_reference(cfg) if needs_reference(cfg) else None
-        self.critic = build_critic(cfg, self.total_steps, dp) if needs_critic(cfg) else None
+        if "policy" in self.roles:
+            self.policy = build_policy(cfg, self.plan, tokenizer, self.total_steps, dp)
+        if "reference" in self.roles:
+            self.reference = build_reference(cfg)
+        if "critic" in self.roles:
+            self.critic = build_critic(cfg, self.total_steps, dp)
+        if "reward_model" in self.roles:
+            self.reward_model = build_reward_model(cfg, tokenizer)
 
     # policy ---------------------------------------------------------------------------------
     def generate(self, prompts: Optional[PromptBatch], n: int, sampling: SamplingParams,
                  stream: str) -> Optional[Rollout]:
-        """n responses per prompt; None for an empty shard, which still counts the generate call so
-        every rank's sampling counters stay equal (rollout/keyed.py)."""
+        """n responses per prompt; None for an empty shard, which still counts the generate call (and
+        joins the weight gather of fsdp2) so every rank's sampling counters stay equal (rollout/keyed.py)."""
         if prompts is None:
-            self.policy.engine.skip(stream)
+            self.policy.skip(stream)
             return None
         return self.policy.generate(prompts, n, sampling, stream)
 
@@ -106,6 +115,10 @@ class RoleWorker:
 
     def critic_load(self, folder: str) -> None:
         self.critic.load_pretrained(folder)
+
+    # reward model -------------------------------------------------------------------------
+    def reward_scores(self, rollout: Rollout, texts: list[str]) -> Tensor:
+        return self.reward_model.scores(rollout, texts)
 
     # diagnosis ------------------------------------------------------------------------------
     def node_id(self) -> str:

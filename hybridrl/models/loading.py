@@ -115,18 +115,21 @@ def check_context_length(model, max_prompt_length: int, max_response_length: int
         )
 
 
-def load_weights_into(module: torch.nn.Module, folder: str) -> None:
+def load_weights_into(module: torch.nn.Module, folder: str, load=None) -> None:
     """Load a save_pretrained folder's safetensors into an existing module (so the optimizer keeps
-    its parameters); only weights tied to a loaded one (lm_head = embeddings) may be absent."""
+    its parameters); only weights tied to a loaded one (lm_head = embeddings) may be absent.
+    `load(module, state) -> (missing, unexpected)` loads full tensors (default: load_state_dict;
+    a sharded module passes its strategy's)."""
     from safetensors.torch import load_file
 
     state = {}
     for path in sorted(glob.glob(os.path.join(folder, "*.safetensors"))):
         state.update(load_file(path))
-    missing, unexpected = module.load_state_dict(state, strict=False)
-    params = module.state_dict(keep_vars=True)
-    loaded = {params[k].data_ptr() for k in state if k in params}
-    untied = [k for k in missing if params[k].data_ptr() not in loaded]
+    load = load or (lambda m, s: m.load_state_dict(s, strict=False))
+    missing, unexpected = load(module, state)
+    tensors = {**dict(module.named_parameters(remove_duplicate=False)), **dict(module.named_buffers(remove_duplicate=False))}
+    loaded = {id(tensors[k]) for k in state if k in tensors}
+    untied = [k for k in missing if id(tensors.get(k)) not in loaded]
     if untied or unexpected:
         raise HybridRLError(f"{folder} does not match the model being trained (missing {untied[:3]}, unexpected "
                             f"{list(unexpected)[:3]}); resume with the config that wrote it")

@@ -51,8 +51,9 @@ def choose_tokens(logits: Tensor, sampling: SamplingParams, u: Tensor | None) ->
 
 
 class HFRolloutEngine(RolloutEngine):
-    def __init__(self, module, eos_token_ids: list[int], pad_token_id: int, seed: int = 0):
+    def __init__(self, module, eos_token_ids: list[int], pad_token_id: int, seed: int = 0, max_num_seqs: int = 1024):
         self.module = module
+        self.max_num_seqs = max_num_seqs  # responses per KV cache (rollout.max_num_seqs)
         self.eos = torch.tensor(eos_token_ids, dtype=torch.long)
         self.pad_token_id = pad_token_id
         self.seed = seed  # with the call counters and each response's id, all the randomness (rollout/keyed.py)
@@ -73,10 +74,23 @@ class HFRolloutEngine(RolloutEngine):
     @torch.no_grad()
     def generate(self, prompt_ids: Tensor, prompt_mask: Tensor, sampling: SamplingParams,
                  sample_ids: Tensor, stream: str = "train") -> Generation:
-        from transformers import DynamicCache
-
         keys = response_keys(self.seed, stream, self.calls[stream], sample_ids)
         self.calls[stream] += 1
+        # Chunks of max_num_seqs rows bound the KV cache; each response's draws depend on its key only
+        # (rollout/keyed.py), so chunking never changes what is sampled.
+        m = self.max_num_seqs
+        parts = [self._generate(prompt_ids[i:i + m], prompt_mask[i:i + m], sampling, keys[i:i + m])
+                 for i in range(0, len(prompt_ids), m)]
+        if len(parts) == 1:
+            return parts[0]
+        width = max(p.response_ids.shape[1] for p in parts)
+        pad = lambda t, value: torch.cat([t, t.new_full((len(t), width - t.shape[1]), value)], 1)  # noqa: E731
+        return Generation(torch.cat([pad(p.response_ids, self.pad_token_id) for p in parts]),
+                          torch.cat([pad(p.response_mask, 0) for p in parts]),
+                          torch.cat([pad(p.log_probs, 0.0) for p in parts]))
+
+    def _generate(self, prompt_ids: Tensor, prompt_mask: Tensor, sampling: SamplingParams, keys: Tensor) -> Generation:
+        from transformers import DynamicCache
 
         was_training = self.module.training
         self.module.eval()
@@ -85,7 +99,7 @@ class HFRolloutEngine(RolloutEngine):
         positions = position_ids_of(attn)
         cache = DynamicCache()
         logits = self.module(input_ids=prompt_ids, attention_mask=attn, position_ids=positions,
-                             past_key_values=cache, use_cache=True).logits[:, -1]  # [N, V]
+                             past_key_values=cache, use_cache=True, logits_to_keep=1).logits[:, -1]  # [N, V]
         next_pos = positions[:, -1:] + 1  # [N, 1]
         done = torch.zeros(len(prompt_ids), dtype=torch.bool, device=device)
         tokens, logps, masks = [], [], []

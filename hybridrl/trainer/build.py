@@ -12,6 +12,7 @@ from omegaconf import OmegaConf
 from hybridrl.algos.advantages import AdvantageParams
 from hybridrl.algos.kl_ctrl import KLController
 from hybridrl.algos.policy_losses import PolicyLossParams
+from hybridrl.config.memory import check_memory
 from hybridrl.config.plan import BatchPlan, total_training_steps
 from hybridrl.config.schema import RLConfig
 from hybridrl.config.validate import (
@@ -24,6 +25,7 @@ from hybridrl.config.validate import (
 from hybridrl.data.dataset import RLDataset
 from hybridrl.data.sampler import PromptSampler
 from hybridrl.distributed.dp import SINGLE, DataParallel
+from hybridrl.distributed.sharding import make_sharding
 from hybridrl.errors import ConfigError
 from hybridrl.models.flops import ModelShape
 from hybridrl.models.loading import (
@@ -134,10 +136,14 @@ def _optimizer(params, opt, total: int):
 def build_policy(cfg: RLConfig, plan: BatchPlan, tokenizer, total: int, dp: DataParallel = SINGLE) -> Policy:
     d, arr = cfg.data, cfg.actor_rollout_ref
     actor, rollout = arr.actor, arr.rollout
-    module = load_causal_lm(arr.model.path)
+    device = cfg.trainer.device
+    module = load_causal_lm(arr.model.path, device)
     check_context_length(module, d.max_prompt_length, d.max_response_length)
+    sharding = make_sharding(actor.strategy, dp, device)
+    module = sharding.wrap(module)  # before the optimizer: it must hold the (sharded) parameters
     optimizer, scheduler = _optimizer(module.parameters(), actor.optim, total)
-    engine = HFRolloutEngine(module, eos_token_ids(module, tokenizer), tokenizer.pad_token_id, seed=cfg.trainer.seed)
+    engine = HFRolloutEngine(module, eos_token_ids(module, tokenizer), tokenizer.pad_token_id, seed=cfg.trainer.seed,
+                             max_num_seqs=rollout.max_num_seqs)
     settings = UpdateSettings(
         mini_batch_size=plan.mini_batch_responses_per_worker, micro_batch_size=plan.micro_batch_responses_per_worker,
         ppo_epochs=actor.ppo_epochs, shuffle=actor.shuffle, loss_mode=actor.policy_loss.loss_mode,
@@ -149,7 +155,7 @@ def build_policy(cfg: RLConfig, plan: BatchPlan, tokenizer, total: int, dp: Data
         entropy_coeff=actor.entropy_coeff, use_kl_loss=actor.use_kl_loss,
         kl_loss_coef=actor.kl_loss_coef, kl_loss_type=actor.kl_loss_type, grad_clip=actor.grad_clip,
         temperature=rollout.temperature, log_prob_micro_batch_size=rollout.log_prob_micro_batch_size_per_gpu)
-    return Policy(module, optimizer, scheduler, engine, settings, seed=cfg.trainer.seed, dp=dp)
+    return Policy(module, optimizer, scheduler, engine, settings, seed=cfg.trainer.seed, sharding=sharding)
 
 
 def build_critic(cfg: RLConfig, total: int, dp: DataParallel = SINGLE) -> Critic:
@@ -157,27 +163,35 @@ def build_critic(cfg: RLConfig, total: int, dp: DataParallel = SINGLE) -> Critic
     plan = critic_batch_plan(cfg)
     with torch.random.fork_rng():  # the new value head's init depends on the seed only
         torch.manual_seed(cfg.trainer.seed)
-        module = load_value_model(c.model.path or cfg.actor_rollout_ref.model.path, "critic.model.path")
+        module = load_value_model(c.model.path or cfg.actor_rollout_ref.model.path, "critic.model.path",
+                                  cfg.trainer.device)
+    sharding = make_sharding(c.strategy, dp, cfg.trainer.device)
+    module = sharding.wrap(module)
     optimizer, scheduler = _optimizer(module.parameters(), c.optim, total)
     settings = CriticSettings(
         mini_batch_size=plan.mini_batch_responses_per_worker, micro_batch_size=plan.micro_batch_responses_per_worker,
         forward_micro_batch_size=c.forward_micro_batch_size_per_gpu, ppo_epochs=plan.ppo_epochs, shuffle=c.shuffle,
         cliprange_value=c.cliprange_value, loss_agg_mode=c.loss_agg_mode, grad_clip=c.grad_clip)
-    return Critic(module, optimizer, scheduler, settings, seed=cfg.trainer.seed, dp=dp)
+    return Critic(module, optimizer, scheduler, settings, seed=cfg.trainer.seed, sharding=sharding)
 
 
 def build_reference(cfg: RLConfig) -> Reference:
     """A frozen copy of the initial weights, built only when a KL term needs it."""
     arr = cfg.actor_rollout_ref
-    return Reference(load_causal_lm(arr.model.path), arr.rollout.temperature, arr.ref.log_prob_micro_batch_size_per_gpu)
+    return Reference(load_causal_lm(arr.model.path, cfg.trainer.device), arr.rollout.temperature, arr.ref.log_prob_micro_batch_size_per_gpu)
 
 
-def _reward(cfg: RLConfig, tokenizer) -> RewardManager:
+def build_reward_model(cfg: RLConfig, tokenizer) -> RewardModel:
+    rm = cfg.reward_model
+    return RewardModel(load_reward_model(rm.model.path, device=cfg.trainer.device), load_tokenizer(rm.model.path),
+                       tokenizer, rm.micro_batch_size_per_gpu)
+
+
+def _reward(cfg: RLConfig, tokenizer, model=None) -> RewardManager:
+    """`model`: the reward model's own pool (backend=ray), else it is built here when enabled."""
     rm, crf, ob = cfg.reward_model, cfg.custom_reward_function, cfg.reward_model.overlong_buffer
-    model = None
-    if rm.enable:
-        model = RewardModel(load_reward_model(rm.model.path), load_tokenizer(rm.model.path), tokenizer,
-                            rm.micro_batch_size_per_gpu)
+    if rm.enable and model is None:
+        model = build_reward_model(cfg, tokenizer)
     settings = RewardSettings(
         on_error=rm.on_error, rm_weight=rm.rm_weight, rule_weight=rm.rule_weight,
         overlong=OverlongBuffer(cfg.data.max_response_length, ob.len, ob.penalty_factor) if ob.enable else None)
@@ -190,6 +204,7 @@ def build_run(cfg: RLConfig, plan: BatchPlan, log=print) -> RLRun:
     rollout = arr.rollout
     for warning in config_warnings(cfg):
         log(f"WARNING: {warning}")
+    log(check_memory(cfg, plan).describe().splitlines()[0])  # refuses a config that cannot fit, before any load
     run_dir = tr.default_local_dir
     resume = resume_point(cfg, log)  # before anything is written to run_dir
     if tr.save_freq != 0:  # an unwritable or full folder fails now, not at the first save
@@ -215,11 +230,12 @@ def build_run(cfg: RLConfig, plan: BatchPlan, log=print) -> RLRun:
 
         roles = RayRoles(cfg, plan, total, tokenizer.pad_token_id, log)
         policy, reference, critic, workers = roles.policy, roles.reference, roles.critic, roles
+        reward_model = roles.reward_model  # None: built in this process when enabled
     else:
         policy = build_policy(cfg, plan, tokenizer, total)
         reference = build_reference(cfg) if needs_reference(cfg) else None
         critic = build_critic(cfg, total) if needs_critic(cfg) else None
-        workers = None
+        workers = reward_model = None
     kc = alg.kl_ctrl
     fg = alg.filter_groups
 
@@ -235,7 +251,7 @@ def build_run(cfg: RLConfig, plan: BatchPlan, log=print) -> RLRun:
         sampler=PromptSampler(len(train_data), prompts_per_round, d.seed, d.shuffle),
         policy=policy, reference=reference, critic=critic, workers=workers, model_shape=policy.model_shape(),
         kl_ctrl=KLController(kc.kl_coef, kc.type, kc.target_kl, kc.horizon) if alg.use_kl_in_reward else None,
-        reward=_reward(cfg, tokenizer),
+        reward=_reward(cfg, tokenizer, reward_model),
         tracker=Tracker(tr.logger, run_dir, resume_step=resume.step if resume else None, project=tr.project_name,
                         experiment=tr.experiment_name, config=OmegaConf.to_container(OmegaConf.structured(cfg))),
         sampling=SamplingParams(d.max_response_length, rollout.temperature, rollout.top_p, rollout.top_k, rollout.do_sample),

@@ -10,8 +10,8 @@ from torch import Tensor
 
 from hybridrl.algos.reduce import reduce_loss
 from hybridrl.algos.value_loss import clipped_value_loss
-from hybridrl.batch import Sequences, split
-from hybridrl.distributed.dp import SINGLE, DataParallel
+from hybridrl.batch import Sequences, split, to_device
+from hybridrl.distributed.sharding import Replicated, Sharding
 from hybridrl.models.forward import batched_values, response_values
 from hybridrl.workers.update_loop import UpdatingWorker, clip_and_step
 
@@ -37,15 +37,16 @@ class CriticBatch:
 
 class Critic(UpdatingWorker[CriticBatch]):
     def __init__(self, module, optimizer, scheduler, settings: CriticSettings, seed: int = 0,
-                 dp: DataParallel = SINGLE):
+                 sharding: Sharding | None = None):
         self.module, self.optimizer, self.scheduler, self.settings = module, optimizer, scheduler, settings
-        self.dp = dp
+        self.sharding = sharding or Replicated()
         self.shuffle_generator = torch.Generator().manual_seed(seed)
 
     def values(self, seqs: Sequences) -> Tensor:
         """[N, T] V(s_t) under the current weights, without gradients."""
         self.module.eval()
-        return batched_values(self.module, seqs, self.settings.forward_micro_batch_size)
+        with self.sharding.gathered(self.module):
+            return batched_values(self.module, to_device(seqs, self.device), self.settings.forward_micro_batch_size).cpu()
 
     def _optimizer_step(self, mini: CriticBatch) -> dict[str, float]:
         s = self.settings
@@ -53,16 +54,18 @@ class Critic(UpdatingWorker[CriticBatch]):
         scale = self.dp.loss_scale(mini.seqs.response_mask)
         self.optimizer.zero_grad(set_to_none=True)
         stats: dict[str, float] = defaultdict(float)
-        for micro in split(mini, s.micro_batch_size):
+
+        def micro_loss(micro: CriticBatch) -> Tensor:
             mask = micro.seqs.response_mask
             vpreds = response_values(self.module, micro.seqs)
             out = clipped_value_loss(vpreds, micro.values, micro.returns, s.cliprange_value)
             loss = reduce_loss(out.loss, mask, s.loss_agg_mode, scale)
-            loss.backward()
             stats["critic/vf_loss"] += loss.item()
             stats["critic/vf_clipfrac"] += reduce_loss(out.clipped, mask, "token-mean", scale).item()
             stats["critic/vpred_mean"] += reduce_loss(vpreds.detach(), mask, "token-mean", scale).item()
-        self.dp.sum_gradients(self.module.parameters())
+            return loss
+
+        self._backward_all(split(mini, s.micro_batch_size), micro_loss)
         stats = self.dp.reduce_stats(dict(stats))
         stats["critic/grad_norm"] = clip_and_step(self.module.parameters(), self.optimizer, s.grad_clip)
         stats["critic/lr"] = self.optimizer.param_groups[0]["lr"]

@@ -11,8 +11,8 @@ from torch import Tensor
 from hybridrl.algos.kl import kl_penalty
 from hybridrl.algos.policy_losses import POLICY_LOSSES, PolicyLossParams
 from hybridrl.algos.reduce import LossScale, reduce_loss
-from hybridrl.batch import PromptBatch, Rollout, Sequences, TrainBatch, split
-from hybridrl.distributed.dp import SINGLE, DataParallel
+from hybridrl.batch import PromptBatch, Rollout, Sequences, TrainBatch, split, to_device
+from hybridrl.distributed.sharding import Replicated, Sharding
 from hybridrl.models.flops import ModelShape
 from hybridrl.models.forward import batched_log_probs, response_log_probs
 from hybridrl.rollout.base import RolloutEngine, SamplingParams, generate_rollout
@@ -40,9 +40,10 @@ class UpdateSettings:
 
 class Policy(UpdatingWorker[TrainBatch]):
     def __init__(self, module, optimizer, scheduler, engine: RolloutEngine, settings: UpdateSettings, seed: int = 0,
-                 dp: DataParallel = SINGLE):
+                 sharding: Sharding | None = None):
         self.module, self.optimizer, self.scheduler = module, optimizer, scheduler
-        self.engine, self.settings, self.dp = engine, settings, dp
+        self.engine, self.settings = engine, settings
+        self.sharding = sharding or Replicated()
         self.shuffle_generator = torch.Generator().manual_seed(seed)
 
     def state_dict(self) -> dict:
@@ -57,11 +58,21 @@ class Policy(UpdatingWorker[TrainBatch]):
 
     def generate(self, prompts: PromptBatch, n: int, sampling: SamplingParams, stream: str = "train") -> Rollout:
         """n responses per prompt; `stream` "val" for validation, whose draws never move training's."""
-        return generate_rollout(self.engine, prompts, n, sampling, stream)
+        with self.sharding.gathered(self.module):
+            rollout = generate_rollout(self.engine, to_device(prompts, self.device), n, sampling, stream)
+        return to_device(rollout, "cpu")
+
+    def skip(self, stream: str = "train") -> None:
+        """Count a generate call that has no prompts on this rank (an empty shard); it still joins
+        the weight gather the other ranks run under fsdp2."""
+        with self.sharding.gathered(self.module):
+            self.engine.skip(stream)
 
     def log_probs(self, seqs: Sequences) -> Tensor:
         """[N, T] log π of each response token under the current weights, without gradients."""
-        return batched_log_probs(self.module, seqs, self.settings.temperature, self.settings.log_prob_micro_batch_size)
+        with self.sharding.gathered(self.module):
+            return batched_log_probs(self.module, to_device(seqs, self.device), self.settings.temperature,
+                                     self.settings.log_prob_micro_batch_size).cpu()
 
     def _optimizer_step(self, mini: TrainBatch) -> dict[str, float]:
         # Normalize by the whole mini-batch (over every data-parallel rank) so accumulated
@@ -69,12 +80,14 @@ class Policy(UpdatingWorker[TrainBatch]):
         scale = self.dp.loss_scale(mini.seqs.response_mask, self.settings.loss_scale_factor)
         self.optimizer.zero_grad(set_to_none=True)
         stats: dict[str, float] = defaultdict(float)
-        for micro in split(mini, self.settings.micro_batch_size):
+
+        def micro_loss(micro: TrainBatch) -> Tensor:
             loss, micro_stats = self._micro_loss(micro, scale)
-            loss.backward()
             for key, value in micro_stats.items():
                 stats[key] = max(stats[key], value) if key.endswith("_max") else stats[key] + value
-        self.dp.sum_gradients(self.module.parameters())
+            return loss
+
+        self._backward_all(split(mini, self.settings.micro_batch_size), micro_loss)
         stats = self.dp.reduce_stats(dict(stats))
         stats["actor/grad_norm"] = clip_and_step(self.module.parameters(), self.optimizer, self.settings.grad_clip)
         stats["actor/lr"] = self.optimizer.param_groups[0]["lr"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from torch import Tensor
 
-from hybridrl.batch import Sequences
+from hybridrl.batch import Sequences, to_device
 from hybridrl.models.forward import batched_log_probs
 
 
@@ -15,4 +15,5 @@ class Reference:
 
     def log_probs(self, seqs: Sequences) -> Tensor:
         """[N, T] log π_ref of each response token, 0 on padding."""
-        return batched_log_probs(self.module, seqs, self.temperature, self.micro_batch_size)
+        device = next(self.module.parameters()).device
+        return batched_log_probs(self.module, to_device(seqs, device), self.temperature, self.micro_batch_size).cpu()

@@ -48,5 +48,6 @@ class RewardModel:
     def scores(self, rollout: Rollout, texts: list[str]) -> Tensor:
         """[N] one scalar per response; `texts` are the decoded responses (used without a shared vocabulary)."""
         seqs = rollout.sequences() if self.token_in else self._render(rollout, texts)
-        return torch.cat([last_token_scores(self.module, part.input_ids, part.attention_mask)
+        device = next(self.module.parameters()).device
+        return torch.cat([last_token_scores(self.module, part.input_ids.to(device), part.attention_mask.to(device)).cpu()
                           for part in split(seqs, self.micro_batch_size)])

@@ -8,7 +8,9 @@ from typing import Callable, Generic, Iterable, TypeVar
 
 import torch
 
-from hybridrl.batch import num_rows, select, split
+from hybridrl.batch import num_rows, select, split, to_device
+from hybridrl.distributed.dp import DataParallel
+from hybridrl.distributed.sharding import Sharding
 
 B = TypeVar("B")
 
@@ -30,6 +32,8 @@ def run_epochs(batch: B, mini_batch_size: int, epochs: int, shuffle: bool, gener
 def clip_and_step(params: Iterable[torch.nn.Parameter], optimizer: torch.optim.Optimizer, grad_clip: float) -> float:
     """Clip the global gradient norm and step; a non-finite norm skips the step (the batch is lost, not the run)."""
     grad_norm = torch.nn.utils.clip_grad_norm_([p for p in params if p.requires_grad], grad_clip)
+    if hasattr(grad_norm, "full_tensor"):  # sharded gradients (FSDP2): the norm is a DTensor over every rank's shard
+        grad_norm = grad_norm.full_tensor()
     if torch.isfinite(grad_norm):
         optimizer.step()
     return float(grad_norm)
@@ -40,38 +44,59 @@ class UpdatingWorker(Generic[B]):
     `_optimizer_step(mini_batch) -> metrics`."""
 
     module: torch.nn.Module
+    optimizer: torch.optim.Optimizer
     scheduler: torch.optim.lr_scheduler.LRScheduler
     shuffle_generator: torch.Generator
+    sharding: Sharding  # how the data-parallel ranks hold the weights (distributed/sharding.py)
 
     def _optimizer_step(self, mini: B) -> dict[str, float]:
         raise NotImplementedError
 
+    @property
+    def dp(self) -> DataParallel:
+        return self.sharding.dp
+
+    @property
+    def device(self) -> torch.device:
+        """Where the module lives; batches arrive on the CPU and are moved here."""
+        return next(self.module.parameters()).device
+
+    def _backward_all(self, micros: list[B], micro_loss: Callable[[B], torch.Tensor]) -> None:
+        """Backward every micro-batch's loss; gradients cross ranks once, after the last one."""
+        for i, micro in enumerate(micros):
+            self.sharding.set_gradient_sync(self.module, i == len(micros) - 1)
+            micro_loss(micro).backward()
+        self.sharding.finish_gradients(self.module)
+
     def update(self, batch: B) -> dict[str, float]:
         """ppo_epochs passes over the batch in mini-batches; one optimizer step per mini-batch, one
         scheduler step per call."""
-        s = self.settings  # type: ignore[attr-defined]
+        s = self.settings
         self.module.train()
+        batch = to_device(batch, self.device)
         metrics = run_epochs(batch, s.mini_batch_size, s.ppo_epochs, s.shuffle, self.shuffle_generator,
                              self._optimizer_step)
         self.scheduler.step()
         return metrics
 
     def save_pretrained(self, folder: str) -> None:
-        """The weights as a HuggingFace folder."""
-        self.module.save_pretrained(folder)
+        """The weights as a HuggingFace folder, written by rank 0 (every rank calls: gathering shards is a collective)."""
+        state = self.sharding.full_state_dict(self.module)
+        if self.sharding.dp.rank == 0:
+            self.module.save_pretrained(folder, state_dict=state)
 
     def load_pretrained(self, folder: str) -> None:
         """Weights from a save_pretrained folder, into the module the optimizer already holds."""
         from hybridrl.models.loading import load_weights_into
 
-        load_weights_into(self.module, folder)
+        load_weights_into(self.module, folder, self.sharding.load_full_state_dict)
 
     def state_dict(self) -> dict:
         """Everything but the weights (those go to a HuggingFace folder) that resuming needs."""
-        return {"optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),  # type: ignore[attr-defined]
-                "shuffle_generator": self.shuffle_generator.get_state()}
+        return {"optimizer": self.sharding.optimizer_state(self.module, self.optimizer),
+                "scheduler": self.scheduler.state_dict(), "shuffle_generator": self.shuffle_generator.get_state()}
 
     def load_state_dict(self, state: dict) -> None:
-        self.optimizer.load_state_dict(state["optimizer"])  # type: ignore[attr-defined]
+        self.sharding.load_optimizer_state(self.module, self.optimizer, state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
         self.shuffle_generator.set_state(state["shuffle_generator"])

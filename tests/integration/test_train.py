@@ -120,18 +120,23 @@ def test_help_lists_keys_and_plan_prints_the_batch_plan():
     assert plan.returncode == 0, plan.stderr
     assert "32 prompts x 8 samples = 256 responses per step" in plan.stdout
     assert "4 mini-batch(es) of 64 responses" in plan.stdout and "2 micro-batch(es) of 32" in plan.stdout
-    assert "memory per worker: 3.50M parameters" in plan.stdout
+    assert "memory per worker (fp32 estimate): peak" in plan.stdout and "policy weights: 13.3 MiB" in plan.stdout
     assert "critic.optim.lr = 1e-05" in help_text  # a section's own default, not the actor's lr
 
 
-def test_plan_counts_the_critic_and_the_reference():
-    # 3.50M params x 16 bytes = 0.052 GiB; + reference 4 bytes; + critic 16 bytes -> x 36/16
+def test_plan_counts_every_role_and_refuses_what_cannot_fit(reward_model_dir):
+    # 3.50M parameters: 16 bytes each for a trained model (weights, gradient, 2 AdamW moments), 4 for a frozen one
     plain = cli("plan").stdout
-    ppo = cli("plan", "algorithm.adv_estimator=gae", "algorithm.use_kl_in_reward=true").stdout
-    assert "AdamW state (activations" in plain
-    assert "AdamW state and the reference and the critic" in ppo
-    gib = [float(out.split("~")[1].split(" GiB")[0]) for out in (plain, ppo)]
-    assert abs(gib[1] / gib[0] - 36 / 16) < 0.05
+    ppo = cli("plan", "algorithm.adv_estimator=gae", "algorithm.use_kl_in_reward=true", "reward_model.enable=true",
+              f"reward_model.model.path={reward_model_dir}").stdout
+    assert "reference weights" not in plain and "critic weights" not in plain
+    assert "reference weights: 13.3 MiB" in ppo and "critic AdamW moments: 26.7 MiB" in ppo
+    assert "reward model weights" in ppo
+    refused = cli("plan", "trainer.memory_per_worker_gb=0.5")
+    assert_one_line_error(refused, "the actor pool needs about", "policy update",
+                          "it fits with actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=64")
+    assert cli("plan", "trainer.memory_per_worker_gb=0.5", "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=64"
+               ).returncode == 0  # the proposed value really fits
 
 
 def test_plan_prints_the_placement_of_every_role():
@@ -139,15 +144,12 @@ def test_plan_prints_the_placement_of_every_role():
     out = cli("plan", "trainer.backend=ray", "trainer.n_gpus_per_node=2", "trainer.nnodes=2",
               "actor_rollout_ref.actor.use_kl_loss=true", "algorithm.adv_estimator=gae",
               "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=64").stdout
-    assert "placement: backend=ray, 4 worker processes (2 per node x 2 node(s))" in out
-    assert "  worker 3 (node 1): rank 3 of policy (actor + hf rollout engine), reference, critic" in out
+    assert "placement: backend=ray, 4 worker processes on cpu" in out
+    assert "    worker 3 (node 1): rank 3 of policy (actor + hf rollout engine), reference, critic" in out
     assert "per worker (4): 64 responses per mini-batch" in out
-
-
-def test_plan_counts_the_reward_model(reward_model_dir):
-    from hybridrl.cli import _param_count
-
-    plain = cli("plan").stdout
-    with_rm = cli("plan", "reward_model.enable=true", f"reward_model.model.path={reward_model_dir}").stdout
-    assert "AdamW state and the reward model" in with_rm and "and the reward model" not in plain
-    assert f"memory per worker: 3.50M parameters (+ {_param_count(reward_model_dir) / 1e6:.3f}M in the reward model)" in with_rm
+    pools = cli("plan", "trainer.backend=ray", "trainer.n_gpus_per_node=2", "algorithm.adv_estimator=gae",
+                "critic.n_workers=1", "actor_rollout_ref.actor.strategy=fsdp2",
+                "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=64").stdout
+    assert "  actor pool: 2 worker(s), strategy fsdp2\n    worker 0 (node 0): rank 0 of policy" in pools
+    assert "  critic pool: 1 worker(s), strategy ddp\n    worker 0 (node chosen by Ray): rank 0 of critic" in pools
+    assert "gathered root group + one layer" in pools  # fsdp2: the sharded policy's transient is counted

@@ -84,9 +84,13 @@ def test_mini_batch_responses_not_divisible_by_world_size():
     with pytest.raises(ConfigError, match=re.escape(
             "a mini-batch holds ppo_mini_batch_size * rollout.n = 1 * 3 = 3 responses, which do not split "
             "evenly over 2 workers; change actor_rollout_ref.actor.ppo_mini_batch_size or "
-            "trainer.n_gpus_per_node so that 2 divides it")):
+            "trainer.n_gpus_per_node * trainer.nnodes so that 2 divides it")):
         make_batch_plan(train_batch_size=4, n=3, ppo_mini_batch_size=1, ppo_micro_batch_size_per_gpu=1,
                         world_size=2)
+    # the critic in its own pool: the error names the key that sets that pool's size
+    with pytest.raises(ConfigError, match=re.escape("change critic.ppo_mini_batch_size or critic.n_workers so that 2")):
+        make_batch_plan(train_batch_size=4, n=3, ppo_mini_batch_size=1, ppo_micro_batch_size_per_gpu=1,
+                        world_size=2, role="critic", world_key="critic.n_workers")
 
 
 def test_micro_batch_not_dividing_per_worker_mini_batch_proposes_divisors():

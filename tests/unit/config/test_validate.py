@@ -230,3 +230,42 @@ def test_both_kl_terms_warn_and_each_alone_does_not():
     assert warnings("actor_rollout_ref.actor.use_kl_loss=true") == []
     (w,) = warnings("algorithm.use_kl_in_reward=true", "actor_rollout_ref.actor.use_kl_loss=true")
     assert "algorithm.use_kl_in_reward=true and actor_rollout_ref.actor.use_kl_loss=true" in w and "twice" in w
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (["actor_rollout_ref.actor.strategy=zero3"],
+     "actor_rollout_ref.actor.strategy='zero3' is not supported; valid values: ddp, fsdp2, fsdp"),
+    (["critic.strategy=megatron"], "critic.strategy='megatron' is not supported; valid values: ddp, fsdp2, fsdp"),
+    (["trainer.device=tpu"], "trainer.device='tpu' is not supported; valid values: cpu, cuda"),
+    (["trainer.memory_per_worker_gb=0"], "trainer.memory_per_worker_gb=0.0 must be > 0 (or null)"),
+    (["actor_rollout_ref.rollout.max_num_seqs=0"], "actor_rollout_ref.rollout.max_num_seqs=0 must be at least 1"),
+    (["critic.n_workers=1", "trainer.backend=ray"],
+     "critic.n_workers=1 gives the critic its own workers, but algorithm.adv_estimator=grpo uses no critic"),
+    (["critic.n_workers=0", "algorithm.adv_estimator=gae", "trainer.backend=ray"], "critic.n_workers=0 must be at least 1"),
+    (["critic.n_workers=1", "algorithm.adv_estimator=gae"],
+     "critic.n_workers=1 puts the critic in its own worker processes, which needs trainer.backend=ray"),
+    (["reward_model.enable_resource_pool=true", "trainer.backend=ray"],
+     "reward_model.enable_resource_pool=true but reward_model.enable=false"),
+    (["reward_model.enable_resource_pool=true", "reward_model.enable=true", "reward_model.model.path=x",
+      "reward_model.n_gpus_per_node=1", "reward_model.nnodes=1"],
+     "reward_model.enable_resource_pool=true puts the reward model in its own worker processes, which needs "
+     "trainer.backend=ray"),
+    (["reward_model.enable_resource_pool=true", "reward_model.enable=true", "reward_model.model.path=x",
+      "trainer.backend=ray"],
+     "reward_model.enable_resource_pool=true needs reward_model.n_gpus_per_node >= 1 and reward_model.nnodes >= 1 "
+     "(got 0 and 0)"),
+])
+def test_placement_and_sharding_keys_are_checked(overrides, message):
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        validate(*overrides)
+
+
+def test_a_critic_pool_plans_its_batches_over_its_own_workers():
+    from hybridrl.config.validate import critic_batch_plan
+
+    cfg = load_config(RLConfig, None, ["algorithm.adv_estimator=gae", "trainer.backend=ray", "trainer.n_gpus_per_node=2",
+                                       "critic.n_workers=4", "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=16"])
+    assert validate_rl_config(cfg).world_size == 2
+    assert critic_batch_plan(cfg).world_size == 4
+    assert critic_batch_plan(cfg).mini_batch_responses_per_worker == 256 // 4
+    validate("trainer.backend=ray", "trainer.n_gpus_per_node=2", "actor_rollout_ref.actor.strategy=fsdp2")

@@ -1,0 +1,77 @@
+"""trainer.backend=ray with every role placed apart and sharded: a 2-worker actor pool (policy +
+reference, actor.strategy=fsdp2), a 2-worker critic pool (critic.n_workers=2, critic.strategy=fsdp2)
+and a 1-worker reward-model pool (reward_model.enable_resource_pool). It trains like one process,
+each pool hosts only its roles in its own process group, and a checkpoint written through the
+sharded roles resumes to the uninterrupted run. Its own module: it needs a 5-CPU Ray instance."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+
+import pytest
+
+ray = pytest.importorskip("ray")
+
+from hybridrl.config.loader import load_config  # noqa: E402
+from hybridrl.config.schema import RLConfig  # noqa: E402
+from hybridrl.config.validate import validate_rl_config  # noqa: E402
+from hybridrl.trainer.build import build_run  # noqa: E402
+from hybridrl.trainer.rl import RLTrainer  # noqa: E402
+from test_ray import UNTIMED, overrides, train  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    assert not ray.is_initialized()
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    ray.init(num_cpus=5, include_dashboard=False, configure_logging=False, log_to_driver=False)  # 5 logical CPUs
+    yield
+    ray.shutdown()
+
+
+def algorithm(reward_model_dir: str) -> list[str]:
+    return ["algorithm.adv_estimator=gae", "critic.optim.lr=1e-3", "actor_rollout_ref.actor.use_kl_loss=true",
+            "reward_model.enable=true", f"reward_model.model.path={reward_model_dir}", "reward_model.rm_weight=0.5",
+            "reward_model.rule_weight=1.0"]
+
+
+PLACED = ["trainer.backend=ray", "trainer.n_gpus_per_node=2", "trainer.worker_timeout_s=180",
+          "actor_rollout_ref.actor.strategy=fsdp2", "critic.strategy=fsdp2", "critic.n_workers=2",
+          "reward_model.enable_resource_pool=true", "reward_model.n_gpus_per_node=1", "reward_model.nnodes=1"]
+
+
+def test_placed_and_sharded_roles_train_like_one_process_and_resume(arith_data, tmp_path, cluster, reward_model_dir):
+    """Tolerances as in test_ray.py (rel 1e-4: summation order across ranks; clip fractions abs 0.02)."""
+    algo = algorithm(reward_model_dir)
+    local = train(overrides(arith_data, tmp_path / "local", *algo))
+
+    cfg = load_config(RLConfig, None, overrides(arith_data, tmp_path / "placed", *algo, *PLACED))
+    run = build_run(cfg, validate_rl_config(cfg), log=lambda *_: None)
+    pools = run.workers.pools
+    assert {name: (p.world, p.roles) for name, p in pools.items()} == {
+        "actor": (2, ("policy", "reference")), "critic": (2, ("critic",)), "reward_model": (1, ("reward_model",))}
+    assert len({(p.address, p.port) for p in pools.values()}) == 3  # each pool is its own process group
+    assert run.reward.reward_model is run.workers.reward_model  # the driver scores through the pool
+    RLTrainer(run, log=lambda *_: None).fit()
+    placed = [{k: v for k, v in json.loads(line).items() if not k.startswith(UNTIMED)}
+              for line in open(run.tracker.path)]
+    assert [r["step"] for r in placed] == [0, 1, 2, 3]
+    for a, b in zip(local, placed):
+        assert a.keys() == b.keys()
+        for key, value in a.items():
+            tolerance = dict(abs=0.02) if key.endswith("clipfrac") else dict(rel=1e-4, abs=1e-6)
+            assert math.isfinite(value) and b[key] == pytest.approx(value, **tolerance), (a["step"], key)
+    assert local[1]["critic/grad_norm"] > 0 and local[3]["actor/kl_loss"] > 0
+    assert local[3]["critic/score/mean"] != local[1]["critic/score/mean"]
+
+    save = "trainer.save_freq=-1"
+    train(overrides(arith_data, tmp_path / "cut", *algo, *PLACED, save, "trainer.total_training_steps=2"))
+    resumed = train(overrides(arith_data, tmp_path / "cut", *algo, *PLACED, save))
+    assert [r["step"] for r in resumed] == [0, 1, 2, 3]
+    for a, b in zip(placed, resumed):
+        for key, value in a.items():
+            assert b[key] == pytest.approx(value, rel=1e-5, abs=1e-8), (a["step"], key)
