@@ -160,3 +160,19 @@ def test_validation_draws_never_move_training_samples(parts):
     assert torch.equal(generate_rollout(without, batch, 4, sampling).response_ids, again.response_ids)
     assert not torch.equal(val.response_ids, first.response_ids)  # its own draws
     assert with_val.state_dict()["calls"] == {"train": 2, "val": 1}
+
+
+def test_max_num_seqs_chunks_give_the_same_rollout(parts):
+    """rollout.max_num_seqs bounds the KV cache by generating in chunks; EOS ends chunks at different
+    lengths, and the result is padded back to one batch equal to the unchunked one."""
+    tok, model = parts
+    eos = list(range(0, model.config.vocab_size, 8))  # an eighth of the vocabulary ends a response: early, uneven ends
+    batch = prompts(tok, ["What is 1+2?", "What is 10+20?", "What is 3-1?"])
+    sampling = SamplingParams(max_new_tokens=8, temperature=1.5)
+    whole = generate_rollout(HFRolloutEngine(model, eos, tok.pad_token_id, seed=5), batch, 3, sampling)
+    chunked = generate_rollout(HFRolloutEngine(model, eos, tok.pad_token_id, seed=5, max_num_seqs=4), batch, 3, sampling)
+    assert torch.equal(whole.response_ids, chunked.response_ids)
+    assert torch.equal(whole.response_mask, chunked.response_mask)
+    assert torch.allclose(whole.rollout_log_probs, chunked.rollout_log_probs, atol=1e-5)
+    lengths = whole.response_mask.sum(1)
+    assert len(set(lengths.tolist())) > 2 and lengths[4:8].max() < whole.response_mask.shape[1]  # a chunk ends early
