@@ -140,11 +140,14 @@ class RayRoles:
         sizes, roles = pool_sizes(cfg), pool_roles(cfg)
         workers = sum(sizes.values())
         cpus = int(ray.cluster_resources().get("CPU", 0))
-        if cpus < workers:
+        gpus = int(ray.cluster_resources().get("GPU", 0)) if cfg.trainer.device == "cuda" else workers
+        if cpus < workers or gpus < workers:  # Ray would keep the workers pending forever: say so now
             self.close()
-            raise ConfigError(f"{_pools_text(sizes)} = {workers} workers need {workers} CPUs, the Ray cluster has "
-                              f"{cpus}; lower trainer.n_gpus_per_node (or a pool's size), or raise "
-                              "ray_kwargs.ray_init.num_cpus / add nodes")
+            what = f"{cpus} CPUs" if cpus < workers else f"{gpus} GPUs (trainer.device=cuda: one per worker)"
+            raise ConfigError(f"{_pools_text(sizes)} = {workers} workers need {workers} "
+                              f"{'CPUs' if cpus < workers else 'GPUs'}, the Ray cluster has {what}; lower "
+                              "trainer.n_gpus_per_node (or a pool's size), or raise ray_kwargs.ray_init.num_cpus / "
+                              "add nodes")
         threads = max(1, cpus // workers)
         self.pools: dict[str, WorkerPool] = {}
         try:

@@ -144,3 +144,22 @@ def test_a_ray_run_saved_and_resumed_equals_the_uninterrupted_one(arith_data, tm
     for a, b in zip(whole, resumed):
         for key, value in a.items():
             assert b[key] == pytest.approx(value, rel=1e-6, abs=1e-9), (a["step"], key)
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["trainer.n_gpus_per_node=3", "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4",
+      "actor_rollout_ref.actor.ppo_mini_batch_size=3", "data.train_batch_size=3"],
+     "3 actor worker(s) = 3 workers need 3 CPUs, the Ray cluster has 2 CPUs"),
+    (["trainer.n_gpus_per_node=2", "trainer.device=cuda"],
+     "2 actor worker(s) = 2 workers need 2 GPUs, the Ray cluster has 0 GPUs (trainer.device=cuda: one per worker)"),
+])
+def test_workers_the_cluster_cannot_host_are_refused_at_once(arith_data, tmp_path, cluster, extra, message):
+    """Ray would leave such workers pending forever; the run must say why instead."""
+    from hybridrl.errors import ConfigError
+
+    cfg = load_config(RLConfig, None, overrides(arith_data, tmp_path, "trainer.backend=ray", *extra))
+    start = time.monotonic()
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        RayRoles(cfg, validate_rl_config(cfg), 3, 0, log=lambda *_: None)  # with ray the driver needs no GPU
+    assert time.monotonic() - start < 10
+

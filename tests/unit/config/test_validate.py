@@ -260,6 +260,12 @@ def test_placement_and_sharding_keys_are_checked(overrides, message):
         validate(*overrides)
 
 
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="this machine has a GPU")
+def test_cuda_without_a_gpu_is_refused_before_anything_loads():
+    with pytest.raises(ConfigError, match=re.escape("trainer.device=cuda but torch sees no GPU here")):
+        validate("trainer.device=cuda")
+
+
 def test_a_critic_pool_plans_its_batches_over_its_own_workers():
     from hybridrl.config.validate import critic_batch_plan
 
