@@ -48,7 +48,21 @@ def train(args: list[str]) -> list[dict]:
     cfg = load_config(RLConfig, None, args)
     run = build_run(cfg, validate_rl_config(cfg), log=lambda *_: None)
     RLTrainer(run, log=lambda *_: None).fit()
-    return [{k: v for k, v in json.loads(line).items() if not k.startswith(UNTIMED)} for line in open(run.tracker.path)]
+    return read_metrics(run.tracker.path)
+
+
+def read_metrics(path) -> list[dict]:
+    return [{k: v for k, v in json.loads(line).items() if not k.startswith(UNTIMED)} for line in open(path)]
+
+
+def assert_trains_like(local: list[dict], other: list[dict]) -> None:
+    """Per-step metrics of a distributed run equal the local run's (the tolerances: see below)."""
+    assert [r["step"] for r in other] == [r["step"] for r in local] == [0, 1, 2, 3]
+    for a, b in zip(local, other):
+        assert a.keys() == b.keys()
+        for key, value in a.items():
+            tolerance = dict(abs=0.02) if key.endswith("clipfrac") else dict(rel=1e-4, abs=1e-6)
+            assert math.isfinite(value) and b[key] == pytest.approx(value, **tolerance), (a["step"], key)
 
 
 def test_shards_cover_every_row_once_and_keep_mini_batches_whole():
@@ -71,12 +85,7 @@ def test_two_ray_workers_train_like_one_process(arith_data, tmp_path, cluster, a
     local = train(overrides(arith_data, tmp_path / "local", *algorithm))
     ray_run = train(overrides(arith_data, tmp_path / "ray", *algorithm, "trainer.backend=ray",
                               "trainer.n_gpus_per_node=2", "trainer.worker_timeout_s=120"))
-    assert [r["step"] for r in ray_run] == [0, 1, 2, 3]
-    for a, b in zip(local, ray_run):
-        assert a.keys() == b.keys()
-        for key, value in a.items():
-            tolerance = dict(abs=0.02) if key.endswith("clipfrac") else dict(rel=1e-4, abs=1e-6)
-            assert math.isfinite(value) and b[key] == pytest.approx(value, **tolerance), (a["step"], key)
+    assert_trains_like(local, ray_run)
     assert local[1]["actor/grad_norm"] > 0 and local[3]["critic/score/mean"] != local[1]["critic/score/mean"]
 
 

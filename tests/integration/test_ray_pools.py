@@ -6,8 +6,6 @@ sharded roles resumes to the uninterrupted run. Its own module: it needs a 5-CPU
 
 from __future__ import annotations
 
-import json
-import math
 import os
 
 import pytest
@@ -19,7 +17,7 @@ from hybridrl.config.schema import RLConfig  # noqa: E402
 from hybridrl.config.validate import validate_rl_config  # noqa: E402
 from hybridrl.trainer.build import build_run  # noqa: E402
 from hybridrl.trainer.rl import RLTrainer  # noqa: E402
-from test_ray import UNTIMED, overrides, train  # noqa: E402
+from test_ray import assert_trains_like, overrides, read_metrics, train  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -57,14 +55,8 @@ def test_placed_and_sharded_roles_train_like_one_process_and_resume(arith_data, 
     assert len({(p.address, p.port) for p in pools.values()}) == 3  # each pool is its own process group
     assert run.reward.reward_model is run.workers.reward_model  # the driver scores through the pool
     RLTrainer(run, log=lambda *_: None).fit()
-    placed = [{k: v for k, v in json.loads(line).items() if not k.startswith(UNTIMED)}
-              for line in open(run.tracker.path)]
-    assert [r["step"] for r in placed] == [0, 1, 2, 3]
-    for a, b in zip(local, placed):
-        assert a.keys() == b.keys()
-        for key, value in a.items():
-            tolerance = dict(abs=0.02) if key.endswith("clipfrac") else dict(rel=1e-4, abs=1e-6)
-            assert math.isfinite(value) and b[key] == pytest.approx(value, **tolerance), (a["step"], key)
+    placed = read_metrics(run.tracker.path)
+    assert_trains_like(local, placed)
     assert local[1]["critic/grad_norm"] > 0 and local[3]["actor/kl_loss"] > 0
     assert local[3]["critic/score/mean"] != local[1]["critic/score/mean"]
 

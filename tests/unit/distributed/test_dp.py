@@ -4,12 +4,10 @@ rank holds the whole model (ddp) or a shard of it (fsdp2: torch FSDP2 on gloo, o
 
 from __future__ import annotations
 
-import socket
 import sys
 
 import pytest
 import torch
-import torch.multiprocessing as mp
 
 from hybridrl.batch import select
 from hybridrl.distributed.dp import init_data_parallel
@@ -20,6 +18,8 @@ from hybridrl.workers.critic import Critic, CriticSettings
 from hybridrl.workers.policy import Policy
 
 sys.path.insert(0, __file__.rsplit("/tests/", 1)[0] + "/tests/unit/workers")
+sys.path.insert(0, __file__.rsplit("/", 1)[0])
+from ranks import spawn_two_ranks  # noqa: E402
 from test_critic import critic_batch  # noqa: E402
 from test_policy import batch, settings  # noqa: E402
 
@@ -74,17 +74,11 @@ def _rank(rank: int, port: int, out: str, model_dir: str) -> None:
     torch.distributed.destroy_process_group()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def two_rank_results(random_model_dir, tmp_path_factory):
     """Every case run by two gloo ranks in one spawn (process start-up dominates)."""
     out = tmp_path_factory.mktemp("dp")
-    mp.start_processes(_rank, args=(_free_port(), str(out), random_model_dir), nprocs=2, start_method="spawn")
+    spawn_two_ranks(_rank, str(out), random_model_dir)
     return {i: [torch.load(out / f"case{i}_rank{r}.pt", weights_only=False) for r in range(2)]
             for i in range(len(CASES))}
 

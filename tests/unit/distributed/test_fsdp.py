@@ -9,12 +9,10 @@ not depend on the strategy.
 
 from __future__ import annotations
 
-import socket
 import sys
 
 import pytest
 import torch
-import torch.multiprocessing as mp
 
 from hybridrl.batch import PromptBatch, select
 from hybridrl.distributed.dp import SINGLE, init_data_parallel
@@ -26,6 +24,8 @@ from hybridrl.trainer.optim import build_optimizer
 from hybridrl.workers.policy import Policy
 
 sys.path.insert(0, __file__.rsplit("/tests/", 1)[0] + "/tests/unit/workers")
+sys.path.insert(0, __file__.rsplit("/", 1)[0])
+from ranks import spawn_two_ranks  # noqa: E402
 from test_policy import batch, settings  # noqa: E402
 
 SHARDS = [torch.arange(0, 4), torch.arange(4, 8)]
@@ -81,16 +81,10 @@ def _rank(rank: int, port: int, out: str, model_dir: str) -> None:
     torch.distributed.destroy_process_group()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def fsdp_results(random_model_dir, tmp_path_factory):
     out = tmp_path_factory.mktemp("fsdp")
-    mp.start_processes(_rank, args=(_free_port(), str(out), random_model_dir), nprocs=2, start_method="spawn")
+    spawn_two_ranks(_rank, str(out), random_model_dir)
     return out, [torch.load(out / f"rank{r}.pt", weights_only=False) for r in range(2)]
 
 
