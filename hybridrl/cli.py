@@ -175,8 +175,9 @@ def cmd_algos(args) -> None:
     from hybridrl.algos.kl import KL_ESTIMATORS
     from hybridrl.algos.policy_losses import POLICY_LOSSES
     from hybridrl.algos.reduce import LOSS_AGG_MODES
+    from hybridrl.algos.rollout_correction import ROLLOUT_IS
 
-    for reg in (ADV_ESTIMATORS, POLICY_LOSSES, LOSS_AGG_MODES, KL_ESTIMATORS):
+    for reg in (ADV_ESTIMATORS, POLICY_LOSSES, LOSS_AGG_MODES, KL_ESTIMATORS, ROLLOUT_IS):
         print(f"{reg.config_key} ({reg.kind}):")
         for e in reg.entries():
             print(f"  {e.name:<22} {e.doc}")

@@ -97,8 +97,9 @@ def _checked(cls: type, cfg: DictConfig, source: str) -> DictConfig:
     """A copy of cfg with dotted keys expanded (`data.seed: 1` in YAML) and scalars given for list
     keys wrapped in a list; unknown keys are an error naming the closest valid one."""
     keys = valid_keys(cls)
+    free = {k for k in keys if field_type(cls, k) is dict or typing.get_origin(field_type(cls, k)) is dict}
     out = OmegaConf.create()
-    for dotted, value in _leaves(cfg):
+    for dotted, value in _leaves(cfg, free=free):
         if dotted not in keys:
             group = next((k for k in keys if k.startswith(dotted + ".")), None)
             if group is not None:
@@ -110,13 +111,17 @@ def _checked(cls: type, cfg: DictConfig, source: str) -> DictConfig:
     return out
 
 
-def _leaves(cfg: DictConfig, prefix: str = "") -> list[tuple[str, Any]]:
+def _leaves(cfg: DictConfig, prefix: str = "", free: set[str] = frozenset()) -> list[tuple[str, Any]]:
+    """(dotted key, value) of every leaf; a `free` key (a dict-typed passthrough such as
+    engine_kwargs.vllm) is one leaf holding its whole mapping."""
     out = []
     for key in cfg.keys():
         dotted = f"{prefix}{key}"
         node = cfg._get_node(key)
-        if isinstance(node, DictConfig):
-            out.extend(_leaves(node, dotted + "."))
+        if dotted in free:
+            out.append((dotted, OmegaConf.to_container(node) if isinstance(node, DictConfig) else node._value()))
+        elif isinstance(node, DictConfig):
+            out.extend(_leaves(node, dotted + ".", free))
         else:
             out.append((dotted, OmegaConf.to_container(node) if isinstance(node, ListConfig) else node._value()))
     return out

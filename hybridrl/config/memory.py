@@ -279,9 +279,25 @@ def _rollout_phase(cfg: RLConfig, d: ModelDims, world: int, shards: int) -> Phas
     the prefill's layer transient. Summed: conservative."""
     r, p = cfg.actor_rollout_ref.rollout, cfg.data.max_prompt_length
     k = min(r.max_num_seqs, _generated_per_worker(cfg, world))
+    if r.name == "vllm":  # vLLM's own weights and KV cache are resident (_vllm_engine); only its outputs here
+        return Phase("rollout", {"sampled token logits": FP32 * k * d.vocab}, "actor_rollout_ref.rollout.max_num_seqs", k)
     parts = {**_gathered("policy", d, shards), "KV cache": kv_cache_bytes(d, k, p + cfg.data.max_response_length),
              "prefill logits": FP32 * k * d.vocab, "prefill layer transient": forward_transient_bytes(d, k, p)}
     return Phase("rollout", parts, "actor_rollout_ref.rollout.max_num_seqs", k)
+
+
+def _vllm_engine(cfg: RLConfig, d: ModelDims) -> dict[str, int]:
+    """rollout.name=vllm: the engine's own copy of the weights (at rollout.dtype, lm_head untied:
+    rollout/vllm.py) and its KV cache (rollout.cpu_kv_cache_gb on CPU; on GPU vLLM takes
+    rollout.gpu_memory_utilization of the device, counted as such)."""
+    r = cfg.actor_rollout_ref.rollout
+    if r.name != "vllm":
+        return {}
+    width = 4 if r.dtype == "float32" else 2
+    untied = 0 if d.head_params else d.vocab * d.hidden
+    if cfg.trainer.device == "cuda":
+        return {"vLLM engine (gpu_memory_utilization)": int(r.gpu_memory_utilization * _budget(cfg, "cuda", 1)[0])}
+    return {"vLLM weights": width * (d.params + untied), "vLLM KV cache": int(r.cpu_kv_cache_gb * GIB)}
 
 
 def _critic_parts(cfg: RLConfig, world: int) -> tuple[dict[str, int], list[Phase]]:
@@ -319,6 +335,7 @@ def _policy_parts(cfg: RLConfig, plan: BatchPlan) -> tuple[dict[str, int], tuple
     d = _dims(arr.model.path, "actor_rollout_ref.model.path")
     shards = _shards(arr.actor.strategy, world)
     resident, phases = _trainable("policy", d, shards), [_rollout_phase(cfg, d, world, shards)]
+    resident.update(_vllm_engine(cfg, d))
     rows = -(-plan.responses_per_step // world)
     if not plan.on_policy or cfg.algorithm.use_kl_in_reward:  # trainer/rl.py recomputes π_old only then
         phases.append(_forward_phase("policy log-probs", "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu",

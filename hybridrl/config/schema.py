@@ -100,8 +100,14 @@ class ValKwargs:
 
 
 @dataclass
+class EngineKwargs:
+    vllm: dict = doc({}, "extra vllm.LLM(...) arguments, passed as they are (e.g. {swap_space: 2})")
+
+
+@dataclass
 class RolloutConfig:
-    name: str = doc("hf", "rollout engine: hf (in-process HuggingFace module)")
+    name: str = doc("hf", "rollout engine: hf (in-process HuggingFace module, shares the policy's weights) | vllm "
+                          "(a colocated vLLM engine, weights synced after every update; `make vllm` on CPU)")
     n: int = doc(8, "responses sampled per prompt")
     temperature: float = doc(1.0, "sampling temperature")
     top_p: float = doc(1.0, "nucleus sampling probability mass")
@@ -111,6 +117,14 @@ class RolloutConfig:
     max_num_seqs: int = doc(1024, "most responses one worker generates at once (bounds the KV cache); more are "
                                   "generated in chunks with the same samples")
     val_kwargs: ValKwargs = field(default_factory=ValKwargs)
+    dtype: str = doc("float32", "vllm: weights and activations dtype (float32 keeps the rollout log-probs the "
+                                "trainer's; bfloat16 is faster, see algorithm.rollout_correction)")
+    enforce_eager: bool = doc(True, "vllm: no CUDA graphs / compilation (faster start-up, same samples)")
+    gpu_memory_utilization: float = doc(0.5, "vllm on GPU: the share of GPU memory for vLLM's weights and KV cache")
+    cpu_kv_cache_gb: float = doc(1.0, "vllm on CPU: KV-cache size in GiB")
+    free_cache_engine: bool = doc(True, "vllm on GPU: sleep (free weights and KV cache) between rollouts; the CPU "
+                                        "backend has no sleep mode")
+    engine_kwargs: EngineKwargs = field(default_factory=lambda: EngineKwargs())
 
 
 @dataclass
@@ -179,6 +193,15 @@ class AlgorithmConfig:
     kl_penalty: str = doc("kl", "KL estimator of the in-reward penalty (see `hybridrl algos`)")
     kl_ctrl: KLControlConfig = field(default_factory=KLControlConfig)
     filter_groups: FilterGroupsConfig = field(default_factory=FilterGroupsConfig)
+    rollout_correction: RolloutCorrectionConfig = field(default_factory=lambda: RolloutCorrectionConfig())
+
+
+@dataclass
+class RolloutCorrectionConfig:
+    rollout_is: Optional[str] = doc(None, "importance-weight the policy loss by pi_old / pi_rollout, truncated at "
+                                          "rollout_is_threshold, for the engine/trainer mismatch (e.g. bf16 vLLM): "
+                                          "token | sequence (null: off)")
+    rollout_is_threshold: float = doc(2.0, "upper bound of the rollout importance weights")
 
 
 @dataclass

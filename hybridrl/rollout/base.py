@@ -32,6 +32,11 @@ class Generation:
 class RolloutEngine(ABC):
     """Token-in/token-out generation. Backends are sibling modules (hf.py, vllm.py)."""
 
+    shares_weights = True  # samples with the trainer's module itself; False: load_weights after each update
+
+    def close(self) -> None:
+        """Free what the engine holds outside this process (vLLM's engine process)."""
+
     @abstractmethod
     def generate(self, prompt_ids: Tensor, prompt_mask: Tensor, sampling: SamplingParams,
                  sample_ids: Tensor, stream: str = "train") -> Generation:

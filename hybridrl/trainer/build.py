@@ -142,8 +142,7 @@ def build_policy(cfg: RLConfig, plan: BatchPlan, tokenizer, total: int, dp: Data
     sharding = make_sharding(actor.strategy, dp, device)
     module = sharding.wrap(module)  # before the optimizer: it must hold the (sharded) parameters
     optimizer, scheduler = _optimizer(module.parameters(), actor.optim, total)
-    engine = HFRolloutEngine(module, eos_token_ids(module, tokenizer), tokenizer.pad_token_id, seed=cfg.trainer.seed,
-                             max_num_seqs=rollout.max_num_seqs)
+    engine = _engine(cfg, module, tokenizer, sharding)
     settings = UpdateSettings(
         mini_batch_size=plan.mini_batch_responses_per_worker, micro_batch_size=plan.micro_batch_responses_per_worker,
         ppo_epochs=actor.ppo_epochs, shuffle=actor.shuffle, loss_mode=actor.policy_loss.loss_mode,
@@ -154,8 +153,28 @@ def build_policy(cfg: RLConfig, plan: BatchPlan, tokenizer, total: int, dp: Data
         loss_agg_mode=actor.loss_agg_mode, loss_scale_factor=actor.loss_scale_factor or d.max_response_length,
         entropy_coeff=actor.entropy_coeff, use_kl_loss=actor.use_kl_loss,
         kl_loss_coef=actor.kl_loss_coef, kl_loss_type=actor.kl_loss_type, grad_clip=actor.grad_clip,
-        temperature=rollout.temperature, log_prob_micro_batch_size=rollout.log_prob_micro_batch_size_per_gpu)
+        temperature=rollout.temperature, log_prob_micro_batch_size=rollout.log_prob_micro_batch_size_per_gpu,
+        rollout_is=cfg.algorithm.rollout_correction.rollout_is,
+        rollout_is_threshold=cfg.algorithm.rollout_correction.rollout_is_threshold)
     return Policy(module, optimizer, scheduler, engine, settings, seed=cfg.trainer.seed, sharding=sharding)
+
+
+def _engine(cfg: RLConfig, module, tokenizer, sharding):
+    """The rollout engine (actor_rollout_ref.rollout.name): hf samples with the policy's module itself;
+    vllm is its own engine, built from the policy's folder and synced after every update."""
+    rollout, seed = cfg.actor_rollout_ref.rollout, cfg.trainer.seed
+    eos = eos_token_ids(module, tokenizer)
+    if rollout.name == "hf":
+        return HFRolloutEngine(module, eos, tokenizer.pad_token_id, seed=seed, max_num_seqs=rollout.max_num_seqs)
+    from hybridrl.rollout.vllm import VLLMRolloutEngine, VLLMSettings
+
+    d, tr = cfg.data, cfg.trainer
+    settings = VLLMSettings(
+        model_path=resolve_model_path(cfg.actor_rollout_ref.model.path), max_model_len=d.max_prompt_length + d.max_response_length,
+        max_num_seqs=rollout.max_num_seqs, dtype=rollout.dtype, enforce_eager=rollout.enforce_eager,
+        gpu_memory_utilization=rollout.gpu_memory_utilization, cpu_kv_cache_gb=rollout.cpu_kv_cache_gb, device=tr.device,
+        sleep=rollout.free_cache_engine and tr.device == "cuda", engine_kwargs=dict(rollout.engine_kwargs.vllm))
+    return VLLMRolloutEngine(settings, eos, tokenizer.pad_token_id, sharding.full_state_dict(module), seed=seed)
 
 
 def build_critic(cfg: RLConfig, total: int, dp: DataParallel = SINGLE) -> Critic:

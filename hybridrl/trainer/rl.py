@@ -62,6 +62,8 @@ class RLTrainer:
             self.r.tracker.close()
             if self.r.workers is not None:
                 self.r.workers.close()
+            else:
+                self.r.policy.close()  # the rollout engine's own processes (vllm)
 
     def _fit(self) -> RunSummary:
         r, wall, cpu = self.r, time.perf_counter(), time.process_time()

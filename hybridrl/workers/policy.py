@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import time
 from collections import defaultdict
 from dataclasses import dataclass
 
@@ -11,6 +13,7 @@ from torch import Tensor
 from hybridrl.algos.kl import kl_penalty
 from hybridrl.algos.policy_losses import POLICY_LOSSES, PolicyLossParams
 from hybridrl.algos.reduce import LossScale, reduce_loss
+from hybridrl.algos.rollout_correction import rollout_is_weights
 from hybridrl.batch import PromptBatch, Rollout, Sequences, TrainBatch, split, to_device
 from hybridrl.distributed.sharding import Replicated, Sharding
 from hybridrl.models.flops import ModelShape
@@ -36,6 +39,8 @@ class UpdateSettings:
     grad_clip: float
     temperature: float  # log-probs are taken at the rollout temperature, as sampled
     log_prob_micro_batch_size: int
+    rollout_is: str | None = None  # ROLLOUT_IS level (token | sequence), None: no rollout correction
+    rollout_is_threshold: float = 2.0
 
 
 class Policy(UpdatingWorker[TrainBatch]):
@@ -56,16 +61,41 @@ class Policy(UpdatingWorker[TrainBatch]):
     def model_shape(self) -> ModelShape:
         return ModelShape.of(self.module)
 
+    def _engine_view(self):
+        """Whole weights for an engine that samples with the module itself (hf, under fsdp2); an engine
+        with its own copy (vllm) needs none."""
+        return self.sharding.gathered(self.module) if self.engine.shares_weights else contextlib.nullcontext()
+
+    def sync_engine(self) -> None:
+        """The current weights into an engine with its own copy (under fsdp2 a collective: every rank)."""
+        self.engine.load_weights(self.sharding.full_state_dict(self.module).items())
+
+    def update(self, batch: TrainBatch) -> dict[str, float]:
+        metrics = super().update(batch)
+        if self.engine is not None and not self.engine.shares_weights:
+            start = time.perf_counter()
+            self.sync_engine()
+            metrics["timing_s/update_weights"] = time.perf_counter() - start
+        return metrics
+
+    def load_pretrained(self, folder: str) -> None:
+        super().load_pretrained(folder)
+        if not self.engine.shares_weights:  # a resumed run samples with the checkpoint's weights
+            self.sync_engine()
+
+    def close(self) -> None:
+        self.engine.close()
+
     def generate(self, prompts: PromptBatch, n: int, sampling: SamplingParams, stream: str = "train") -> Rollout:
         """n responses per prompt; `stream` "val" for validation, whose draws never move training's."""
-        with self.sharding.gathered(self.module):
+        with self._engine_view():
             rollout = generate_rollout(self.engine, to_device(prompts, self.device), n, sampling, stream)
         return to_device(rollout, "cpu")
 
     def skip(self, stream: str = "train") -> None:
         """Count a generate call that has no prompts on this rank (an empty shard); it still joins
         the weight gather the other ranks run under fsdp2."""
-        with self.sharding.gathered(self.module):
+        with self._engine_view():
             self.engine.skip(stream)
 
     def log_probs(self, seqs: Sequences) -> Tensor:
@@ -100,7 +130,14 @@ class Policy(UpdatingWorker[TrainBatch]):
         log_probs, entropy = response_log_probs(self.module, micro.seqs, s.temperature, with_entropy=True)
         old = micro.old_log_probs if micro.old_log_probs is not None else log_probs.detach()
         out = POLICY_LOSSES.get(s.loss_mode)(log_probs, old, micro.advantages, mask, s.loss_params)
-        pg_loss = reduce_loss(out.loss, mask, s.loss_agg_mode, scale)
+        token_loss, is_stats = out.loss, {}
+        if s.rollout_is is not None:  # truncated importance weights for the engine/trainer gap
+            weights, truncated = rollout_is_weights(old, micro.rollout_log_probs, mask, s.rollout_is,
+                                                    s.rollout_is_threshold)
+            token_loss = token_loss * weights
+            is_stats = {"rollout_corr/is_weight_mean": reduce_loss(weights, mask, "token-mean", scale).item(),
+                        "rollout_corr/is_truncated_frac": reduce_loss(truncated, mask, "token-mean", scale).item()}
+        pg_loss = reduce_loss(token_loss, mask, s.loss_agg_mode, scale)
         loss = pg_loss
         if s.entropy_coeff:
             loss = loss - s.entropy_coeff * reduce_loss(entropy, mask, s.loss_agg_mode, scale)
@@ -118,4 +155,4 @@ class Policy(UpdatingWorker[TrainBatch]):
         diff = (old.exp() - micro.rollout_log_probs.exp()).abs() * mask
         stats["training/rollout_probs_diff_mean"] = float(diff.sum() / max(scale.num_tokens, 1.0))
         stats["training/rollout_probs_diff_max"] = float(diff.max())
-        return loss, stats
+        return loss, {**stats, **is_stats}

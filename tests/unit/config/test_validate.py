@@ -104,9 +104,27 @@ def test_unknown_truncation_mode():
         validate("data.truncation=middle")
 
 
-def test_unsupported_rollout_engine():
+def test_unsupported_rollout_engine_and_vllm_settings():
     with pytest.raises(ConfigError, match=re.escape(
-            "actor_rollout_ref.rollout.name='vllm' is not supported; valid values: hf")):
+            "actor_rollout_ref.rollout.name='sglang' is not supported; valid values: hf, vllm")):
+        validate("actor_rollout_ref.rollout.name=sglang")
+    vllm = "actor_rollout_ref.rollout.name=vllm"
+    with pytest.raises(ConfigError, match=re.escape("actor_rollout_ref.rollout.dtype='fp8' is not supported")):
+        validate(vllm, "actor_rollout_ref.rollout.dtype=fp8")
+    with pytest.raises(ConfigError, match=re.escape("actor_rollout_ref.rollout.cpu_kv_cache_gb=0.0 must be > 0")):
+        validate(vllm, "actor_rollout_ref.rollout.cpu_kv_cache_gb=0")
+    with pytest.raises(ConfigError, match=re.escape("algorithm.rollout_correction.rollout_is_threshold=1.0 must be > 1")):
+        validate("algorithm.rollout_correction.rollout_is=token", "algorithm.rollout_correction.rollout_is_threshold=1")
+    with pytest.raises(ConfigError, match=re.escape("algorithm.rollout_correction.rollout_is='seq' is not a known")):
+        validate("algorithm.rollout_correction.rollout_is=seq")
+
+
+def test_vllm_missing_names_the_install_command(monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "vllm" else real(name, *a))
+    with pytest.raises(ConfigError, match=re.escape("actor_rollout_ref.rollout.name=vllm needs vLLM: `make vllm`")):
         validate("actor_rollout_ref.rollout.name=vllm")
 
 
