@@ -10,7 +10,7 @@ import torch
 from torch import Tensor
 
 from hybridrl.batch import PromptBatch, Rollout
-from hybridrl.rollout.keyed import sample_ids_of
+from hybridrl.rollout.keyed import KeyedDraws, sample_ids_of
 
 
 @dataclass(frozen=True)
@@ -33,6 +33,7 @@ class RolloutEngine(ABC):
     """Token-in/token-out generation. Backends are sibling modules (hf.py, vllm.py)."""
 
     shares_weights = True  # samples with the trainer's module itself; False: load_weights after each update
+    draws: KeyedDraws  # seed and call counters: with each response's id, all the randomness (rollout/keyed.py)
 
     def close(self) -> None:
         """Free what the engine holds outside this process (vLLM's engine process)."""
@@ -43,10 +44,10 @@ class RolloutEngine(ABC):
         """prompt_ids, prompt_mask: [N, P] left-padded; sample_ids [N] int64: each response's identity
         (rollout/keyed.py), which with the engine's seed and the stream's call count fixes its draws."""
 
-    @abstractmethod
     def skip(self, stream: str = "train") -> None:
         """Count a generate call this engine had no rows for (data parallelism: every rank's
         counters stay equal)."""
+        self.draws.skip(stream)
 
     @abstractmethod
     def load_weights(self, named_tensors: Iterable[tuple[str, Tensor]]) -> None:
@@ -54,10 +55,10 @@ class RolloutEngine(ABC):
 
     def state_dict(self) -> dict:
         """The sampling state, so a resumed run samples what the uninterrupted one would."""
-        return {}
+        return self.draws.state_dict()
 
     def load_state_dict(self, state: dict) -> None:
-        pass
+        self.draws.load_state_dict(state)
 
 
 def generate_rollout(engine: RolloutEngine, prompts: PromptBatch, n: int, sampling: SamplingParams,

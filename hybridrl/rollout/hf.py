@@ -14,7 +14,7 @@ from torch import Tensor
 
 from hybridrl.models.forward import position_ids_of
 from hybridrl.rollout.base import Generation, RolloutEngine, SamplingParams
-from hybridrl.rollout.keyed import STREAMS, response_keys, uniforms
+from hybridrl.rollout.keyed import KeyedDraws, uniforms
 
 
 def filter_logits(logits: Tensor, top_k: int, top_p: float) -> Tensor:
@@ -56,26 +56,15 @@ class HFRolloutEngine(RolloutEngine):
         self.max_num_seqs = max_num_seqs  # responses per KV cache (rollout.max_num_seqs)
         self.eos = torch.tensor(eos_token_ids, dtype=torch.long)
         self.pad_token_id = pad_token_id
-        self.seed = seed  # with the call counters and each response's id, all the randomness (rollout/keyed.py)
-        self.calls = dict.fromkeys(STREAMS, 0)
+        self.draws = KeyedDraws(seed)
 
     def load_weights(self, named_tensors: Iterable[tuple[str, Tensor]]) -> None:
         pass  # the engine samples with the trainer's module itself
 
-    def state_dict(self) -> dict:
-        return {"seed": self.seed, "calls": dict(self.calls)}
-
-    def load_state_dict(self, state: dict) -> None:
-        self.seed, self.calls = state["seed"], dict(state["calls"])
-
-    def skip(self, stream: str = "train") -> None:
-        self.calls[stream] += 1
-
     @torch.no_grad()
     def generate(self, prompt_ids: Tensor, prompt_mask: Tensor, sampling: SamplingParams,
                  sample_ids: Tensor, stream: str = "train") -> Generation:
-        keys = response_keys(self.seed, stream, self.calls[stream], sample_ids)
-        self.calls[stream] += 1
+        keys = self.draws.next_keys(stream, sample_ids)
         # Chunks of max_num_seqs rows bound the KV cache; each response's draws depend on its key only
         # (rollout/keyed.py), so chunking never changes what is sampled.
         m = self.max_num_seqs

@@ -61,3 +61,26 @@ def sample_ids_of(index: list[int], n: int) -> Tensor:
     Prompts are unique within a generate call (the sampler never repeats a row within a batch)."""
     rows = torch.tensor(index, dtype=torch.int64).repeat_interleave(n)
     return (rows << 20) | torch.arange(n, dtype=torch.int64).repeat(len(index))
+
+
+class KeyedDraws:
+    """A rollout engine's whole sampling state: the seed and one call counter per stream. Each
+    generate call takes the keys of its responses (and counts itself); a rank with no rows skips."""
+
+    def __init__(self, seed: int):
+        self.seed = seed
+        self.calls = dict.fromkeys(STREAMS, 0)
+
+    def next_keys(self, stream: str, sample_ids: Tensor) -> Tensor:
+        keys = response_keys(self.seed, stream, self.calls[stream], sample_ids)
+        self.calls[stream] += 1
+        return keys
+
+    def skip(self, stream: str) -> None:
+        self.calls[stream] += 1
+
+    def state_dict(self) -> dict:
+        return {"seed": self.seed, "calls": dict(self.calls)}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.seed, self.calls = state["seed"], dict(state["calls"])

@@ -34,7 +34,7 @@ from torch import Tensor
 
 from hybridrl.errors import ConfigError
 from hybridrl.rollout.base import Generation, RolloutEngine, SamplingParams
-from hybridrl.rollout.keyed import STREAMS, response_keys
+from hybridrl.rollout.keyed import KeyedDraws
 
 SEED_MASK = (1 << 63) - 1  # vLLM seeds are non-negative Python ints
 
@@ -96,23 +96,13 @@ class VLLMRolloutEngine(RolloutEngine):
                  weights: dict[str, Tensor], seed: int = 0):
         """`weights`: the policy's whole state dict now (the engine starts from exactly these)."""
         self.settings, self.eos, self.pad_token_id = settings, list(eos_token_ids), pad_token_id
-        self.seed = seed
-        self.calls = dict.fromkeys(STREAMS, 0)
+        self.draws = KeyedDraws(seed)
         self.sleeping = False
         self._dir = _scratch_dir(sum(t.numel() * t.element_size() for t in weights.values()))
         write_engine_folder(settings.model_path, weights, self._dir)
         self.llm = build_llm(replace(settings, model_path=self._dir), seed)
         os.remove(os.path.join(self._dir, WEIGHTS))  # loaded: RAM is not kept twice
         self._sleep()
-
-    def state_dict(self) -> dict:
-        return {"seed": self.seed, "calls": dict(self.calls)}
-
-    def load_state_dict(self, state: dict) -> None:
-        self.seed, self.calls = state["seed"], dict(state["calls"])
-
-    def skip(self, stream: str = "train") -> None:
-        self.calls[stream] += 1
 
     def load_weights(self, named_tensors: Iterable[tuple[str, Tensor]]) -> None:
         """The trainer's weights into the engine (see the module doc), as checkpoint-format tensors."""
@@ -131,8 +121,7 @@ class VLLMRolloutEngine(RolloutEngine):
         from vllm import SamplingParams as VSampling
         from vllm.inputs import TokensPrompt
 
-        keys = response_keys(self.seed, stream, self.calls[stream], sample_ids)
-        self.calls[stream] += 1
+        keys = self.draws.next_keys(stream, sample_ids)
         greedy = not sampling.do_sample or sampling.temperature <= 0
         prompts = [TokensPrompt(prompt_token_ids=row[m.bool()].tolist()) for row, m in zip(prompt_ids, prompt_mask)]
         # one request per response, seeded by its key; greedy is temperature 0; top_k 0 is "off" in vLLM
