@@ -73,37 +73,34 @@ class TrainBatch:
     ref_log_probs: Optional[Tensor]  # [N, T] log π_ref; None unless a KL loss is used
 
 
-def select(batch: B, idx: Tensor) -> B:
-    """The rows `idx` ([K] long) of every tensor and list field, recursing into containers."""
+def _map_fields(batch: B, on_tensor, on_list) -> B:
+    """A copy of `batch` with `on_tensor` applied to every tensor (also inside dicts of per-row
+    tensors, and recursing into nested containers) and `on_list` to every list field."""
     values = {}
     for f in dataclasses.fields(batch):  # type: ignore[arg-type]
         v = getattr(batch, f.name)
         if isinstance(v, Tensor):
-            v = v[idx]
+            v = on_tensor(v)
         elif isinstance(v, list):
-            v = [v[i] for i in idx.tolist()]
+            v = on_list(v)
         elif isinstance(v, dict):  # named per-row tensors, e.g. reward extras
-            v = {k: t[idx] for k, t in v.items()}
+            v = {k: on_tensor(t) if isinstance(t, Tensor) else t for k, t in v.items()}
         elif dataclasses.is_dataclass(v):
-            v = select(v, idx)
+            v = _map_fields(v, on_tensor, on_list)
         values[f.name] = v
     return type(batch)(**values)
+
+
+def select(batch: B, idx: Tensor) -> B:
+    """The rows `idx` ([K] long) of every tensor and list field, recursing into containers."""
+    rows = idx.tolist()
+    return _map_fields(batch, lambda t: t[idx], lambda v: [v[i] for i in rows])
 
 
 def to_device(batch: B, device: torch.device | str) -> B:
-    """The batch with every tensor field on `device` (recursing into containers); a no-op copy-free
-    return when everything is there already."""
-    values = {}
-    for f in dataclasses.fields(batch):  # type: ignore[arg-type]
-        v = getattr(batch, f.name)
-        if isinstance(v, Tensor):
-            v = v.to(device)
-        elif isinstance(v, dict):
-            v = {k: t.to(device) if isinstance(t, Tensor) else t for k, t in v.items()}
-        elif dataclasses.is_dataclass(v):
-            v = to_device(v, device)
-        values[f.name] = v
-    return type(batch)(**values)
+    """The batch with every tensor field on `device` (recursing into containers); tensors already
+    there are not copied."""
+    return _map_fields(batch, lambda t: t.to(device), lambda v: v)
 
 
 def num_rows(batch: object) -> int:

@@ -378,9 +378,7 @@ def _processes_per_node(cfg: RLConfig) -> int:
 def _budget(cfg: RLConfig, device: str, processes: int) -> tuple[int, str]:
     """(bytes one worker may use, where that figure comes from)."""
     gb = cfg.trainer.memory_per_worker_gb
-    if gb is not None:
-        if gb <= 0:
-            raise ConfigError(f"trainer.memory_per_worker_gb={gb} must be > 0 (GiB per worker), or null")
+    if gb is not None:  # > 0: validate_rl_config checked it
         return int(gb * GIB), f"trainer.memory_per_worker_gb={gb}"
     if device == "cpu":
         ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")

@@ -97,6 +97,12 @@ class WorkerPool:
         """`call(actor).remote(*args)` on every rank; results in rank order."""
         return self.call(role, method, [call(a).remote(*args) for a in self.actors])
 
+    def update(self, role: str, call: Callable, batch, mini_per_worker: int) -> dict[str, float]:
+        """One training update on every rank: `call(actor)` is its remote update method, rank r gets its
+        slice of every mini-batch (update_rows); the ranks' metrics are already reduced: rank 0's."""
+        rows = update_rows(num_rows(batch), self.world, mini_per_worker)
+        return self.call(role, "update", [call(a).remote(select(batch, r)) for a, r in zip(self.actors, rows)])[0]
+
     def map_rows(self, role: str, method: str, call: Callable, batch) -> list:
         """`call(actor)` is a worker's remote method; rank r gets its consecutive rows of `batch`;
         the per-rank results in rank order."""
@@ -218,9 +224,7 @@ class PolicyGroup:
         return torch.cat(self.pool.map_rows("policy", "log_probs", lambda a: a.policy_log_probs, seqs))
 
     def update(self, batch: TrainBatch) -> dict[str, float]:
-        rows = update_rows(num_rows(batch), self.pool.world, self.mini_per_worker)
-        refs = [a.policy_update.remote(select(batch, r)) for a, r in zip(self.pool.actors, rows)]
-        return self.pool.call("policy", "update", refs)[0]
+        return self.pool.update("policy", lambda a: a.policy_update, batch, self.mini_per_worker)
 
     def model_shape(self) -> ModelShape:
         return self.pool.call("policy", "model_shape", [self.pool.actors[0].model_shape.remote()])[0]
@@ -256,9 +260,7 @@ class CriticGroup:
         return torch.cat(self.pool.map_rows("critic", "values", lambda a: a.critic_values, seqs))
 
     def update(self, batch: CriticBatch) -> dict[str, float]:
-        rows = update_rows(num_rows(batch), self.pool.world, self.mini_per_worker)
-        refs = [a.critic_update.remote(select(batch, r)) for a, r in zip(self.pool.actors, rows)]
-        return self.pool.call("critic", "update", refs)[0]
+        return self.pool.update("critic", lambda a: a.critic_update, batch, self.mini_per_worker)
 
     def state_dict(self) -> dict:
         return self.pool.call_all("critic", "state_dict", lambda a: a.critic_state)[0]

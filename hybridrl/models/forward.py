@@ -8,6 +8,11 @@ from torch import Tensor
 from hybridrl.batch import Sequences, split
 
 
+def device_of(module: torch.nn.Module) -> torch.device:
+    """Where a module's weights live: batches arrive on the CPU and are moved there."""
+    return next(module.parameters()).device
+
+
 def position_ids_of(attention_mask: Tensor) -> Tensor:
     """[N, L] positions counting real tokens only, so left padding does not shift them."""
     return (attention_mask.cumsum(-1) - 1).clamp(min=0)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from torch import Tensor
 
 from hybridrl.batch import Sequences, to_device
-from hybridrl.models.forward import batched_log_probs
+from hybridrl.models.forward import batched_log_probs, device_of
 
 
 class Reference:
@@ -15,5 +15,5 @@ class Reference:
 
     def log_probs(self, seqs: Sequences) -> Tensor:
         """[N, T] log π_ref of each response token, 0 on padding."""
-        device = next(self.module.parameters()).device
-        return batched_log_probs(self.module, to_device(seqs, device), self.temperature, self.micro_batch_size).cpu()
+        seqs = to_device(seqs, device_of(self.module))
+        return batched_log_probs(self.module, seqs, self.temperature, self.micro_batch_size).cpu()

@@ -12,7 +12,7 @@ import torch
 from torch import Tensor
 
 from hybridrl.batch import Rollout, Sequences, split
-from hybridrl.models.forward import position_ids_of
+from hybridrl.models.forward import device_of, position_ids_of
 
 
 def last_token_scores(model, input_ids: Tensor, attention_mask: Tensor) -> Tensor:
@@ -48,6 +48,6 @@ class RewardModel:
     def scores(self, rollout: Rollout, texts: list[str]) -> Tensor:
         """[N] one scalar per response; `texts` are the decoded responses (used without a shared vocabulary)."""
         seqs = rollout.sequences() if self.token_in else self._render(rollout, texts)
-        device = next(self.module.parameters()).device
+        device = device_of(self.module)
         return torch.cat([last_token_scores(self.module, part.input_ids.to(device), part.attention_mask.to(device)).cpu()
                           for part in split(seqs, self.micro_batch_size)])

@@ -11,6 +11,7 @@ import torch
 from hybridrl.batch import num_rows, select, split, to_device
 from hybridrl.distributed.dp import DataParallel
 from hybridrl.distributed.sharding import Sharding
+from hybridrl.models.forward import device_of
 
 B = TypeVar("B")
 
@@ -59,7 +60,7 @@ class UpdatingWorker(Generic[B]):
     @property
     def device(self) -> torch.device:
         """Where the module lives; batches arrive on the CPU and are moved here."""
-        return next(self.module.parameters()).device
+        return device_of(self.module)
 
     def _backward_all(self, micros: list[B], micro_loss: Callable[[B], torch.Tensor]) -> None:
         """Backward every micro-batch's loss; gradients cross ranks once, after the last one."""
