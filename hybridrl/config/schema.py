@@ -44,6 +44,10 @@ class DataConfig:
 @dataclass
 class ModelConfig:
     path: str = doc("tiny-arith", "HuggingFace model folder, or the name of a bundled model (tiny-arith)")
+    share_prompt_prefix: bool = doc(True, "run each distinct prompt's forward once per micro-batch and let its "
+                                          "responses attend to its keys and values (log-prob, reference and update "
+                                          "passes, hf rollout prefill): the same log-probs and gradients up to "
+                                          "rounding, with (n-1)/n of the prompt FLOPs saved")
 
 
 @dataclass
@@ -113,7 +117,12 @@ class RolloutConfig:
     top_p: float = doc(1.0, "nucleus sampling probability mass")
     top_k: int = doc(-1, "top-k sampling (-1: off)")
     do_sample: bool = doc(True, "sample (false: greedy)")
+    ignore_eos: bool = doc(False, "training rollouts run to data.max_response_length, EOS sampled like any token "
+                                  "(fixed work per step, for benchmarks); validation still stops at EOS")
     log_prob_micro_batch_size_per_gpu: int = doc(256, "responses per log-prob forward on one worker")
+    lean_decode: bool = doc(True, "hf: decode Llama-family models (qwen2, llama, mistral) with fused projections "
+                                  "and no per-call module machinery (same logits); false: the module's own forward "
+                                  "with a static KV cache")
     max_num_seqs: int = doc(1024, "most responses one worker generates at once (bounds the KV cache); more are "
                                   "generated in chunks with the same samples")
     val_kwargs: ValKwargs = field(default_factory=ValKwargs)

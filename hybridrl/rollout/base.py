@@ -20,6 +20,7 @@ class SamplingParams:
     top_p: float = 1.0
     top_k: int = -1  # -1: off
     do_sample: bool = True  # False: greedy
+    ignore_eos: bool = False  # True: every response runs to max_new_tokens (EOS is sampled like any token)
 
 
 @dataclass

@@ -12,7 +12,7 @@ from typing import Iterable
 import torch
 from torch import Tensor
 
-from hybridrl.models.forward import position_ids_of
+from hybridrl.models.forward import distinct_prompts, position_ids_of, prefill_distinct
 from hybridrl.rollout.base import Generation, RolloutEngine, SamplingParams
 from hybridrl.rollout.keyed import KeyedDraws, uniforms
 
@@ -51,8 +51,11 @@ def choose_tokens(logits: Tensor, sampling: SamplingParams, u: Tensor | None) ->
 
 
 class HFRolloutEngine(RolloutEngine):
-    def __init__(self, module, eos_token_ids: list[int], pad_token_id: int, seed: int = 0, max_num_seqs: int = 1024):
+    def __init__(self, module, eos_token_ids: list[int], pad_token_id: int, seed: int = 0, max_num_seqs: int = 1024,
+                 share_prompts: bool = True, lean_decode: bool = True):
         self.module = module
+        self.lean_decode = lean_decode  # Llama-family decode steps without the module's machinery (rollout/decode.py)
+        self.share_prompts = share_prompts  # prefill each distinct prompt once (models/forward.prefill_distinct)
         self.max_num_seqs = max_num_seqs  # responses per KV cache (rollout.max_num_seqs)
         self.eos = torch.tensor(eos_token_ids, dtype=torch.long)
         self.pad_token_id = pad_token_id
@@ -78,31 +81,65 @@ class HFRolloutEngine(RolloutEngine):
                           torch.cat([pad(p.response_mask, 0) for p in parts]),
                           torch.cat([pad(p.log_probs, 0.0) for p in parts]))
 
-    def _generate(self, prompt_ids: Tensor, prompt_mask: Tensor, sampling: SamplingParams, keys: Tensor) -> Generation:
+    def _prefill(self, prompt_ids: Tensor, prompt_mask: Tensor):
+        """Last-position logits [N, V] and a DynamicCache holding every row's prompt keys and values."""
         from transformers import DynamicCache
 
+        groups = distinct_prompts(prompt_ids, prompt_mask) if self.share_prompts else None
+        if groups is not None and len(groups[0]) < len(prompt_ids):  # the n samples of a prompt share its prefill
+            logits, cache = prefill_distinct(self.module, prompt_ids, prompt_mask, groups)
+            return logits[:, -1], cache
+        cache = DynamicCache()
+        logits = self.module(input_ids=prompt_ids, attention_mask=prompt_mask, position_ids=position_ids_of(prompt_mask),
+                             past_key_values=cache, use_cache=True, logits_to_keep=1).logits[:, -1]
+        return logits, cache
+
+    def _decoder(self, cache, attn: Tensor, P: int, T: int):
+        """step(tokens [N], positions [N], slot) -> logits [N, V] with the KV cache preallocated for P + T
+        positions (a growing cache re-copies every layer's keys and values at each token: torch.cat was a
+        quarter of generation time). Llama-family models use the lean decoder (rollout/decode.py), others
+        the module with a StaticCache."""
+        from transformers import StaticCache
+
+        from hybridrl.rollout import decode
+
+        if self.lean_decode and decode.supports(self.module):
+            lean = decode.LeanDecoder(self.module, len(attn), P + T)
+            for i, layer in enumerate(cache.layers):
+                lean.fill(i, layer.keys, layer.values)
+            return lambda tokens, positions, slot: lean.step(tokens, positions, slot, attn[:, :slot + 1].bool())
+        static = StaticCache(config=self.module.config, max_cache_len=P + T)
+        where = torch.arange(P, device=attn.device)
+        for i, layer in enumerate(cache.layers):
+            static.update(layer.keys, layer.values, i, {"cache_position": where})
+        return lambda tokens, positions, slot: self.module(
+            input_ids=tokens[:, None], attention_mask=attn, position_ids=positions[:, None], past_key_values=static,
+            cache_position=torch.tensor([slot], device=attn.device), use_cache=True).logits[:, -1]
+
+    def _generate(self, prompt_ids: Tensor, prompt_mask: Tensor, sampling: SamplingParams, keys: Tensor) -> Generation:
         was_training = self.module.training
         self.module.eval()
         device = prompt_ids.device
-        attn = prompt_mask.clone()
-        positions = position_ids_of(attn)
-        cache = DynamicCache()
-        logits = self.module(input_ids=prompt_ids, attention_mask=attn, position_ids=positions,
-                             past_key_values=cache, use_cache=True, logits_to_keep=1).logits[:, -1]  # [N, V]
-        next_pos = positions[:, -1:] + 1  # [N, 1]
-        done = torch.zeros(len(prompt_ids), dtype=torch.bool, device=device)
+        N, P = prompt_ids.shape
+        T = sampling.max_new_tokens
+        logits, cache = self._prefill(prompt_ids, prompt_mask)  # [N, V]
+        attn = torch.zeros(N, P + T, dtype=prompt_mask.dtype, device=device)  # filled as tokens are chosen
+        attn[:, :P] = prompt_mask
+        step = self._decoder(cache, attn, P, T)
+        next_pos = position_ids_of(prompt_mask)[:, -1] + 1  # [N]
+        done = torch.zeros(N, dtype=torch.bool, device=device)
         tokens, logps, masks = [], [], []
-        for t in range(sampling.max_new_tokens):
+        for t in range(T):
             tok, lp = choose_tokens(logits, sampling, uniforms(keys, t))
             live = ~done
             tok = torch.where(live, tok, torch.full_like(tok, self.pad_token_id))
             tokens.append(tok), logps.append(lp * live), masks.append(live.long())
-            done = done | torch.isin(tok, self.eos.to(device))
-            if bool(done.all()) or t + 1 == sampling.max_new_tokens:
+            if not sampling.ignore_eos:
+                done = done | torch.isin(tok, self.eos.to(device))
+            if bool(done.all()) or t + 1 == T:
                 break
-            attn = torch.cat([attn, live.long()[:, None]], dim=1)
-            logits = self.module(input_ids=tok[:, None], attention_mask=attn, position_ids=next_pos,
-                                 past_key_values=cache, use_cache=True).logits[:, -1]
+            attn[:, P + t] = live
+            logits = step(tok, next_pos, P + t)
             next_pos = next_pos + 1
         self.module.train(was_training)
         return Generation(torch.stack(tokens, 1), torch.stack(masks, 1), torch.stack(logps, 1))

@@ -125,7 +125,8 @@ class VLLMRolloutEngine(RolloutEngine):
         greedy = not sampling.do_sample or sampling.temperature <= 0
         prompts = [TokensPrompt(prompt_token_ids=row[m.bool()].tolist()) for row, m in zip(prompt_ids, prompt_mask)]
         # one request per response, seeded by its key; greedy is temperature 0; top_k 0 is "off" in vLLM
-        common = dict(n=1, max_tokens=sampling.max_new_tokens, logprobs=0, stop_token_ids=self.eos, detokenize=False,
+        common = dict(n=1, max_tokens=sampling.max_new_tokens, logprobs=0, stop_token_ids=[] if sampling.ignore_eos else self.eos,
+                      ignore_eos=sampling.ignore_eos, detokenize=False,
                       temperature=0.0 if greedy else sampling.temperature, top_p=1.0 if greedy else sampling.top_p,
                       top_k=0 if greedy or sampling.top_k < 1 else sampling.top_k)
         params = [VSampling(seed=int(k) & SEED_MASK, **common) for k in keys.tolist()]

@@ -155,7 +155,8 @@ def build_policy(cfg: RLConfig, plan: BatchPlan, tokenizer, total: int, dp: Data
         kl_loss_coef=actor.kl_loss_coef, kl_loss_type=actor.kl_loss_type, grad_clip=actor.grad_clip,
         temperature=rollout.temperature, log_prob_micro_batch_size=rollout.log_prob_micro_batch_size_per_gpu,
         rollout_is=cfg.algorithm.rollout_correction.rollout_is,
-        rollout_is_threshold=cfg.algorithm.rollout_correction.rollout_is_threshold)
+        rollout_is_threshold=cfg.algorithm.rollout_correction.rollout_is_threshold,
+        share_prompts=arr.model.share_prompt_prefix)
     return Policy(module, optimizer, scheduler, engine, settings, seed=cfg.trainer.seed, sharding=sharding)
 
 
@@ -165,7 +166,9 @@ def _engine(cfg: RLConfig, module, tokenizer, sharding):
     rollout, seed = cfg.actor_rollout_ref.rollout, cfg.trainer.seed
     eos = eos_token_ids(module, tokenizer)
     if rollout.name == "hf":
-        return HFRolloutEngine(module, eos, tokenizer.pad_token_id, seed=seed, max_num_seqs=rollout.max_num_seqs)
+        return HFRolloutEngine(module, eos, tokenizer.pad_token_id, seed=seed, max_num_seqs=rollout.max_num_seqs,
+                               share_prompts=cfg.actor_rollout_ref.model.share_prompt_prefix,
+                               lean_decode=rollout.lean_decode)
     from hybridrl.rollout.vllm import VLLMRolloutEngine, VLLMSettings
 
     d, tr = cfg.data, cfg.trainer
@@ -197,7 +200,8 @@ def build_critic(cfg: RLConfig, total: int, dp: DataParallel = SINGLE) -> Critic
 def build_reference(cfg: RLConfig) -> Reference:
     """A frozen copy of the initial weights, built only when a KL term needs it."""
     arr = cfg.actor_rollout_ref
-    return Reference(load_causal_lm(arr.model.path, cfg.trainer.device), arr.rollout.temperature, arr.ref.log_prob_micro_batch_size_per_gpu)
+    return Reference(load_causal_lm(arr.model.path, cfg.trainer.device), arr.rollout.temperature,
+                     arr.ref.log_prob_micro_batch_size_per_gpu, arr.model.share_prompt_prefix)
 
 
 def build_reward_model(cfg: RLConfig, tokenizer) -> RewardModel:
@@ -273,7 +277,8 @@ def build_run(cfg: RLConfig, plan: BatchPlan, log=print) -> RLRun:
         reward=_reward(cfg, tokenizer, reward_model),
         tracker=Tracker(tr.logger, run_dir, resume_step=resume.step if resume else None, project=tr.project_name,
                         experiment=tr.experiment_name, config=OmegaConf.to_container(OmegaConf.structured(cfg))),
-        sampling=SamplingParams(d.max_response_length, rollout.temperature, rollout.top_p, rollout.top_k, rollout.do_sample),
+        sampling=SamplingParams(d.max_response_length, rollout.temperature, rollout.top_p, rollout.top_k, rollout.do_sample,
+                                rollout.ignore_eos),
         val_sampling=SamplingParams(d.max_response_length, vk.temperature, vk.top_p, vk.top_k, vk.do_sample),
         adv_params=AdvantageParams(norm_adv_by_std_in_grpo=alg.norm_adv_by_std_in_grpo, gamma=alg.gamma, lam=alg.lam),
         run_dir=run_dir, tokenizer=tokenizer, resume=resume,

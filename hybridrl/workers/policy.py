@@ -41,6 +41,7 @@ class UpdateSettings:
     log_prob_micro_batch_size: int
     rollout_is: str | None = None  # ROLLOUT_IS level (token | sequence), None: no rollout correction
     rollout_is_threshold: float = 2.0
+    share_prompts: bool = False  # one forward per distinct prompt per micro-batch (models/forward.prefill_distinct)
 
 
 class Policy(UpdatingWorker[TrainBatch]):
@@ -102,7 +103,7 @@ class Policy(UpdatingWorker[TrainBatch]):
         """[N, T] log π of each response token under the current weights, without gradients."""
         with self.sharding.gathered(self.module):
             return batched_log_probs(self.module, to_device(seqs, self.device), self.settings.temperature,
-                                     self.settings.log_prob_micro_batch_size).cpu()
+                                     self.settings.log_prob_micro_batch_size, self.settings.share_prompts).cpu()
 
     def _optimizer_step(self, mini: TrainBatch) -> dict[str, float]:
         # Normalize by the whole mini-batch (over every data-parallel rank) so accumulated
@@ -127,7 +128,8 @@ class Policy(UpdatingWorker[TrainBatch]):
         """The micro-batch's share of the mini-batch loss, and its share of each metric."""
         s = self.settings
         mask = micro.seqs.response_mask
-        log_probs, entropy = response_log_probs(self.module, micro.seqs, s.temperature, with_entropy=True)
+        log_probs, entropy = response_log_probs(self.module, micro.seqs, s.temperature, with_entropy=True,
+                                                 share_prompts=s.share_prompts)
         old = micro.old_log_probs if micro.old_log_probs is not None else log_probs.detach()
         out = POLICY_LOSSES.get(s.loss_mode)(log_probs, old, micro.advantages, mask, s.loss_params)
         token_loss, is_stats = out.loss, {}

@@ -1,0 +1,97 @@
+"""Lean decode steps for Llama-family causal LMs (Qwen2, Llama, Mistral): one new token per row
+against a preallocated KV cache, with the q/k/v and gate/up projections each fused into one
+matmul.
+
+Why: at rollout batch sizes a decode step of a small model is a few dozen small matmuls, and
+the HuggingFace module's per-call machinery (mask building, cache classes, output capture)
+costs as much as the arithmetic on a CPU. The math is the module's own, read from its weights
+at construction (so a decoder is built per generate call, after every update):
+RMSNorm (Zhang & Sennrich 2019), rotary embeddings (Su et al. 2021) from the module's own
+rotary layer, grouped-query attention (Ainslie et al. 2023), SwiGLU MLP (Shazeer 2020).
+The prompt's prefill stays with the HuggingFace forward; its keys and values are copied in.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+FAMILY = ("qwen2", "llama", "mistral")
+
+
+def supports(module) -> bool:
+    """A plain Llama-family decoder: full attention, default rotary, SiLU MLP, no extra norms."""
+    c = getattr(module, "config", None)
+    if c is None or c.model_type not in FAMILY or getattr(c, "hidden_act", None) != "silu":
+        return False
+    rope = getattr(c, "rope_parameters", None) or getattr(c, "rope_scaling", None) or {}
+    if rope.get("rope_type", "default") != "default":
+        return False
+    if getattr(c, "use_sliding_window", False) or getattr(c, "sliding_window", None) and c.model_type == "mistral":
+        return False
+    layer = module.model.layers[0]
+    return getattr(layer.mlp, "down_proj", None) is not None and not getattr(c, "mlp_bias", False)
+
+
+class LeanDecoder:
+    """Weights of `module` arranged for decode steps, and the KV cache for [N, max_len] positions."""
+
+    def __init__(self, module, batch: int, max_len: int):
+        c, m = module.config, module.model
+        self.n_heads, self.n_kv = c.num_attention_heads, c.num_key_value_heads
+        self.head_dim = getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads
+        self.eps = c.rms_norm_eps
+        self.embed, self.norm, self.lm_head = m.embed_tokens.weight, m.norm.weight, module.lm_head.weight
+        self.rotary = m.rotary_emb
+        self.layers = []
+        for layer in m.layers:
+            a, mlp = layer.self_attn, layer.mlp
+            qkv_b = None
+            if a.q_proj.bias is not None:
+                qkv_b = torch.cat([a.q_proj.bias, a.k_proj.bias, a.v_proj.bias])
+            self.layers.append((layer.input_layernorm.weight,
+                                torch.cat([a.q_proj.weight, a.k_proj.weight, a.v_proj.weight]), qkv_b,
+                                a.o_proj.weight, layer.post_attention_layernorm.weight,
+                                torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight]), mlp.down_proj.weight))
+        p = self.embed
+        shape = (batch, self.n_kv, max_len, self.head_dim)
+        self.keys = [torch.zeros(shape, dtype=p.dtype, device=p.device) for _ in m.layers]
+        self.values = [torch.zeros(shape, dtype=p.dtype, device=p.device) for _ in m.layers]
+
+    def fill(self, layer: int, keys: Tensor, values: Tensor) -> None:
+        """The prompt's keys and values [N, n_kv, P, head_dim] at positions 0..P-1."""
+        self.keys[layer][:, :, :keys.shape[2]] = keys
+        self.values[layer][:, :, :values.shape[2]] = values
+
+    def _rms(self, x: Tensor, weight: Tensor) -> Tensor:
+        x32 = x.float()
+        return weight * (x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)).to(x.dtype)
+
+    def _rotate(self, x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+        half = x.shape[-1] // 2
+        return x * cos + torch.cat([-x[..., half:], x[..., :half]], dim=-1) * sin
+
+    @torch.no_grad()
+    def step(self, tokens: Tensor, positions: Tensor, slot: int, attn_mask: Tensor) -> Tensor:
+        """Logits [N, V] after feeding tokens [N] at rotary positions [N], written to cache slot
+        `slot`; attn_mask [N, slot+1] bool: which cached positions each row attends to."""
+        N, H, K, D = len(tokens), self.n_heads, self.n_kv, self.head_dim
+        x = F.embedding(tokens, self.embed)[:, None]  # [N, 1, hidden]
+        cos, sin = self.rotary(x, positions[:, None])  # [N, 1, D]
+        cos, sin = cos[:, None], sin[:, None]  # [N, 1, 1, D] against [N, heads, 1, D]
+        mask = attn_mask[:, None, None, :]  # [N, 1, 1, S]
+        for i, (ln1, qkv_w, qkv_b, o_w, ln2, gate_up_w, down_w) in enumerate(self.layers):
+            h = self._rms(x, ln1)
+            qkv = F.linear(h, qkv_w, qkv_b)  # [N, 1, (H + 2K) D]
+            q, k, v = qkv.split([H * D, K * D, K * D], dim=-1)
+            q = self._rotate(q.view(N, 1, H, D).transpose(1, 2), cos, sin)
+            k = self._rotate(k.view(N, 1, K, D).transpose(1, 2), cos, sin)
+            self.keys[i][:, :, slot:slot + 1] = k
+            self.values[i][:, :, slot:slot + 1] = v.view(N, 1, K, D).transpose(1, 2)
+            att = F.scaled_dot_product_attention(q, self.keys[i][:, :, :slot + 1], self.values[i][:, :, :slot + 1],
+                                                 attn_mask=mask, enable_gqa=H != K)  # [N, H, 1, D]
+            x = x + F.linear(att.transpose(1, 2).reshape(N, 1, H * D), o_w)
+            gate, up = F.linear(self._rms(x, ln2), gate_up_w).chunk(2, dim=-1)
+            x = x + F.linear(F.silu(gate) * up, down_w)
+        return F.linear(self._rms(x, self.norm), self.lm_head)[:, 0]

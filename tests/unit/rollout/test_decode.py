@@ -1,0 +1,109 @@
+"""The lean Llama-family decoder (rollout/decode.py) against the HuggingFace forward, and the hf
+engine's two decode paths (lean and static-cache) against each other."""
+
+import pytest
+import torch
+from transformers import DynamicCache, LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
+
+from hybridrl.models.forward import position_ids_of
+from hybridrl.models.loading import eos_token_ids, load_causal_lm, load_tokenizer
+from hybridrl.rollout import decode
+from hybridrl.rollout.base import SamplingParams
+from hybridrl.rollout.hf import HFRolloutEngine
+
+
+def small(kind: str, kv_heads: int = 4):
+    common = dict(vocab_size=64, hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
+                  num_key_value_heads=kv_heads, max_position_embeddings=64, tie_word_embeddings=False)
+    torch.manual_seed(0)
+    model = (Qwen2ForCausalLM(Qwen2Config(**common)) if kind == "qwen2" else LlamaForCausalLM(LlamaConfig(**common)))
+    with torch.no_grad():  # non-zero biases, so a dropped q/k/v bias would show
+        for p in model.parameters():
+            if p.dim() == 1:
+                p.add_(torch.randn_like(p) * 0.1)
+    return model.eval()
+
+
+@pytest.mark.parametrize("kind,kv_heads", [("qwen2", 4), ("qwen2", 2), ("llama", 1)])
+def test_lean_steps_equal_the_full_forward(kind, kv_heads):
+    model = small(kind, kv_heads)
+    assert decode.supports(model)
+    N, P, T = 4, 6, 4
+    ids = torch.randint(0, 64, (N, P + T))
+    mask = torch.ones(N, P + T, dtype=torch.long)
+    mask[0, :2] = mask[1, :1] = 0  # left padding
+    mask[2, P + 1] = 0  # a row whose response ended (its later slots masked)
+    positions = position_ids_of(mask)
+    with torch.no_grad():
+        full = model(input_ids=ids, attention_mask=mask, position_ids=positions).logits
+        cache = DynamicCache()
+        model(input_ids=ids[:, :P], attention_mask=mask[:, :P], position_ids=positions[:, :P], past_key_values=cache,
+              use_cache=True)
+    lean = decode.LeanDecoder(model, N, P + T)
+    for i, layer in enumerate(cache.layers):
+        lean.fill(i, layer.keys, layer.values)
+    for t in range(T):
+        logits = lean.step(ids[:, P + t], positions[:, P + t], P + t, mask[:, :P + t + 1].bool())
+        live = mask[:, P + t].bool()  # a masked slot's own output is never used
+        assert torch.allclose(logits[live], full[live, P + t], atol=1e-5), t
+
+
+def test_supports_only_plain_llama_family():
+    assert decode.supports(small("llama"))
+    rope = small("llama")
+    rope.config.rope_parameters = {"rope_type": "linear", "factor": 2.0, "rope_theta": 10000.0}
+    assert not decode.supports(rope)
+    gelu = small("qwen2")
+    gelu.config.hidden_act = "gelu"
+    assert not decode.supports(gelu)
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    assert not decode.supports(GPT2LMHeadModel(GPT2Config(n_layer=1, n_embd=16, n_head=2, vocab_size=64)))
+
+
+@pytest.fixture(scope="module")
+def parts(random_model_dir):
+    return load_tokenizer(random_model_dir), load_causal_lm(random_model_dir)
+
+
+def _prompts(tok, texts, n):
+    rows = [tok(tok.apply_chat_template([{"role": "user", "content": t}], add_generation_prompt=True, tokenize=False),
+                add_special_tokens=False)["input_ids"] for t in texts]
+    width = max(map(len, rows))
+    ids = torch.tensor([[tok.pad_token_id] * (width - len(r)) + r for r in rows]).repeat_interleave(n, 0)
+    mask = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rows]).repeat_interleave(n, 0)
+    return ids, mask
+
+
+@pytest.mark.parametrize("sampling", [SamplingParams(max_new_tokens=7, temperature=0.9),
+                                      SamplingParams(max_new_tokens=5, do_sample=False)])
+def test_engine_paths_sample_the_same_tokens(parts, sampling):
+    tok, model = parts
+    ids, mask = _prompts(tok, ["What is 1+2?", "What is 123+456?"], n=3)
+    out = {}
+    for lean in (False, True):
+        for share in (False, True):
+            engine = HFRolloutEngine(model, eos_token_ids(model, tok), tok.pad_token_id, seed=3, share_prompts=share,
+                                     lean_decode=lean)
+            out[lean, share] = engine.generate(ids, mask, sampling, torch.arange(len(ids)))
+    ref = out[False, False]
+    for g in out.values():
+        assert torch.equal(g.response_ids, ref.response_ids) and torch.equal(g.response_mask, ref.response_mask)
+        assert torch.allclose(g.log_probs, ref.log_probs, atol=1e-5)
+
+
+def test_ignore_eos_generates_every_token():
+    model = small("llama")
+    with torch.no_grad():
+        model.lm_head.weight[5] = 0
+        model.lm_head.bias = None
+        model.model.norm.weight.fill_(1.0)
+        model.lm_head.weight[5] = model.lm_head.weight.abs().sum(0) * 10  # token 5 dominates every step
+    ids, mask = torch.randint(6, 64, (3, 4)), torch.ones(3, 4, dtype=torch.long)
+    engine = HFRolloutEngine(model, [5], pad_token_id=0)
+    sampling = dict(max_new_tokens=6, do_sample=False)
+    stopped = engine.generate(ids, mask, SamplingParams(**sampling), torch.arange(3))
+    assert stopped.response_ids.tolist() == [[5]] * 3  # EOS first: every response ends at once
+    full = engine.generate(ids, mask, SamplingParams(**sampling, ignore_eos=True), torch.arange(3))
+    assert full.response_mask.tolist() == [[1] * 6] * 3  # generation went on after the EOS
+    assert (full.response_ids[:, 0] == 5).all() and torch.equal(full.log_probs[:, 0], stopped.log_probs[:, 0])
