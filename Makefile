@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 ARGS ?=
 
-.PHONY: install train test data tiny-model clean vllm
+.PHONY: install train test data tiny-model clean vllm bench
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -36,6 +36,12 @@ vllm: $(STAMP)
 # Rebuild hybridrl/assets/tiny-arith from scratch (tokenizer, random init, SFT).
 tiny-model: $(STAMP)
 	bash scripts/build_tiny_model.sh
+
+# GRPO speed, TRL vs hybridrl (bench/speed.py); TRL lives in its own venv, bench/.venv-trl.
+# Writes bench/results/speed.{json,md}. ARGS go to bench/speed.py, e.g. ARGS="--quick --models tiny".
+bench: $(STAMP)
+	bash bench/setup_trl.sh
+	$(PY) bench/speed.py $(ARGS)
 
 clean:
 	rm -rf $(VENV) build data checkpoints *.egg-info

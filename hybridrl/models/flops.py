@@ -50,6 +50,20 @@ def training_flops(seq_lens: Tensor, n_matmul: int, n_layers: int, width: int) -
     return float(6 * n_matmul * s.sum() + 12 * n_layers * width * (s * s).sum())
 
 
+def shared_prompt_training_flops(prompt_lens: Tensor, response_lens: Tensor, group: Tensor, n_matmul: int,
+                                 n_layers: int, width: int) -> float:
+    """training_flops when each group's prompt runs once (models/forward.prefill_distinct):
+    prompt_lens, response_lens, group [B] (rows of one group share one prompt, so one length).
+    Matmuls see each distinct prompt once and every response; attention is a prompt's P² once
+    plus each response's (P+R)² - P² (its queries against its prompt and itself). Equal to
+    training_flops when no two rows share a group."""
+    p, r = prompt_lens.double(), response_lens.double()
+    inverse = torch.unique(group, return_inverse=True)[1]
+    once = torch.zeros(int(inverse.max()) + 1 if len(group) else 0, dtype=torch.float64).scatter(0, inverse, p)
+    return float(6 * n_matmul * (once.sum() + r.sum())
+                 + 12 * n_layers * width * ((once * once).sum() + ((p + r) ** 2 - p * p).sum()))
+
+
 @functools.lru_cache(maxsize=None)
 def measured_peak_flops(device: str = "cpu", dtype: torch.dtype = torch.float32, size: int = 0,
                         repeats: int = 3) -> float:

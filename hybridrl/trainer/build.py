@@ -73,6 +73,7 @@ class LoopSettings:
     log_val_generations: int = 0  # validation generations sent to the loggers
     rollout_data_dir: Optional[str] = None  # every training generation as <dir>/<step>.jsonl
     validation_data_dir: Optional[str] = None  # ... every validation generation
+    share_prompts: bool = False  # model.share_prompt_prefix: each group's prompt runs once (for perf/mfu/actor)
 
 
 @dataclass(frozen=True)
@@ -269,7 +270,8 @@ def build_run(cfg: RLConfig, plan: BatchPlan, log=print) -> RLRun:
         loop=LoopSettings(alg.adv_estimator, rollout.n, vk.n, tr.test_freq, tr.val_before_train, d.max_response_length,
                           tr.critic_warmup, alg.kl_penalty,
                           GroupFilter(fg.metric, fg.max_num_gen_batches) if fg.enable else None,
-                          tr.log_val_generations, tr.rollout_data_dir, tr.validation_data_dir),
+                          tr.log_val_generations, tr.rollout_data_dir, tr.validation_data_dir,
+                          arr.model.share_prompt_prefix),
         plan=plan, total_steps=total, pad_id=tokenizer.pad_token_id, train_data=train_data, val_data=val_data,
         sampler=PromptSampler(len(train_data), prompts_per_round, d.seed, d.shuffle),
         policy=policy, reference=reference, critic=critic, workers=workers, model_shape=policy.model_shape(),

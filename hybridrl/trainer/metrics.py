@@ -15,7 +15,7 @@ from hybridrl.algos.advantages import AdvantageOutput
 from hybridrl.algos.group_filter import groups_with_spread
 from hybridrl.algos.value_loss import explained_variance
 from hybridrl.batch import Rollout
-from hybridrl.models.flops import ModelShape, measured_peak_flops, training_flops
+from hybridrl.models.flops import ModelShape, measured_peak_flops, shared_prompt_training_flops, training_flops
 from hybridrl.rewards.manager import RewardOutput
 
 
@@ -107,12 +107,18 @@ def timing_per_token_metrics(metrics: dict[str, float], rollout: Rollout) -> dic
 
 
 def actor_mfu(shape: ModelShape, rollout: Rollout, ppo_epochs: int, seconds: float,
-              world_size: int = 1) -> dict[str, float]:
+              world_size: int = 1, share_prompts: bool = False) -> dict[str, float]:
     """`perf/mfu/actor`: model FLOPs of the actor update (ppo_epochs forward + backward passes over
     every sequence, models/flops.py) per second per worker, over the measured matmul peak of the
-    weights' device and dtype."""
-    lens = rollout.prompts.attention_mask.sum(-1) + rollout.response_mask.sum(-1)
-    flops = ppo_epochs * training_flops(lens, shape.n_matmul, shape.n_layers, shape.width)
+    weights' device and dtype. With prompt sharing a group's prompt counts once: what a micro-batch
+    holding whole groups computes (a group split over micro-batches computes more, so the figure
+    errs low, never above the truth)."""
+    dims = (shape.n_matmul, shape.n_layers, shape.width)
+    prompt, response = rollout.prompts.attention_mask.sum(-1), rollout.response_mask.sum(-1)
+    if share_prompts:
+        flops = ppo_epochs * shared_prompt_training_flops(prompt, response, rollout.uid, *dims)
+    else:
+        flops = ppo_epochs * training_flops(prompt + response, *dims)
     peak = measured_peak_flops(shape.device, shape.dtype)
     return {"perf/mfu/actor": flops / max(seconds, 1e-9) / world_size / peak}
 

@@ -7,7 +7,7 @@ import torch
 from hybridrl.algos.advantages import AdvantageOutput
 from hybridrl.batch import PromptBatch, Rollout
 from hybridrl.rewards.manager import RewardOutput
-from hybridrl.models.flops import matmul_params, measured_peak_flops, training_flops
+from hybridrl.models.flops import matmul_params, measured_peak_flops, shared_prompt_training_flops, training_flops
 from hybridrl.trainer.metrics import data_metrics, memory_metrics, throughput_metrics, timing_per_token_metrics
 from hybridrl.trainer.tracking import Tracker, format_line, mlflow_key
 
@@ -100,6 +100,18 @@ def test_training_flops_by_hand():
     # two sequences of 2 and 3 tokens, 10 matmul params, 2 layers of width 4:
     # 6 * 10 * (2 + 3) + 12 * 2 * 4 * (4 + 9) = 300 + 1248
     assert training_flops(torch.tensor([2, 3]), n_matmul=10, n_layers=2, width=4) == 1548.0
+
+
+def test_shared_prompt_flops_by_hand():
+    # group 0: prompt 2 tokens, responses 1 and 3; group 1: prompt 4, response 2. 10 matmul params, 2 layers x 4.
+    # matmuls: 6 * 10 * (2 + 4 + 1 + 3 + 2) = 720; attention: 12 * 2 * 4 * (2² + 4² + (3² - 2²) + (5² - 2²) + (6² - 4²))
+    # = 96 * (4 + 16 + 5 + 21 + 20) = 6336
+    got = shared_prompt_training_flops(torch.tensor([2, 2, 4]), torch.tensor([1, 3, 2]), torch.tensor([0, 0, 1]),
+                                       n_matmul=10, n_layers=2, width=4)
+    assert got == 720 + 6336
+    # no shared prompts: exactly training_flops
+    p, r = torch.tensor([2, 5, 3]), torch.tensor([4, 1, 2])
+    assert shared_prompt_training_flops(p, r, torch.tensor([7, 3, 5]), 10, 2, 4) == training_flops(p + r, 10, 2, 4)
 
 
 def test_matmul_params_count_linear_weights_once_per_module_tied_head_included():

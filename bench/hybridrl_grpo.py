@@ -1,0 +1,103 @@
+"""hybridrl's GRPO on the benchmark workload (bench/workload.py), one step at a time.
+
+    .venv/bin/python bench/hybridrl_grpo.py --model DIR --steps 6 --out hybridrl.jsonl [override ...]
+
+Writes one JSON line per step, with the same fields as bench/trl_grpo.py: wall and process-CPU
+seconds, generation (`timing_s/gen`), rollout (generation + reward) and training (the rest:
+log-prob passes, advantages, update) shares, generated and trained token counts, peak RSS.
+Extra arguments are config overrides (the levers bench/speed.py turns on one by one).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import workload  # noqa: E402
+
+
+def write_prompts(path: str, count: int) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = [{"data_source": "bench", "prompt": [{"role": "user", "content": q}], "ability": "math",
+             "reward_model": {"style": "rule", "ground_truth": a}, "extra_info": {"index": i}}
+            for i, (q, a) in enumerate(workload.prompts(count))]
+    pq.write_table(pa.Table.from_pylist(rows), path)
+
+
+def overrides(model: str, data: str, run_dir: str, steps: int) -> list[str]:
+    """The workload in hybridrl's (verl's) keys: GRPO, token-mean, no KL, one optimizer step per step."""
+    n = workload.PROMPTS_PER_STEP * workload.SAMPLES_PER_PROMPT
+    return [
+        f"actor_rollout_ref.model.path={model}", f"data.train_files=[{data}]", "data.val_files=[]",
+        f"data.train_batch_size={workload.PROMPTS_PER_STEP}", f"actor_rollout_ref.rollout.n={workload.SAMPLES_PER_PROMPT}",
+        f"data.max_response_length={workload.NEW_TOKENS}", "actor_rollout_ref.rollout.ignore_eos=true",
+        "data.shuffle=false", "data.max_prompt_length=64",
+        f"actor_rollout_ref.actor.ppo_mini_batch_size={workload.PROMPTS_PER_STEP}",
+        f"actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu={n}", "actor_rollout_ref.actor.ppo_epochs=1",
+        f"actor_rollout_ref.actor.optim.lr={workload.LR}", "actor_rollout_ref.actor.use_kl_loss=false",
+        "actor_rollout_ref.actor.loss_agg_mode=token-mean", "actor_rollout_ref.actor.entropy_coeff=0",
+        "algorithm.adv_estimator=grpo", "algorithm.use_kl_in_reward=false",
+        f"custom_reward_function.path={os.path.join(HERE, 'workload.py')}", "custom_reward_function.name=compute_score",
+        f"trainer.total_training_steps={steps}", "trainer.test_freq=-1", "trainer.val_before_train=false",
+        "trainer.save_freq=0", "trainer.resume_mode=disable", f"trainer.default_local_dir={run_dir}",
+        "trainer.logger=[]", f"trainer.seed={workload.SEED}",
+    ]
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--model", required=True)
+    p.add_argument("--steps", type=int, default=6)
+    p.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    p.add_argument("--out", required=True)
+    p.add_argument("overrides", nargs="*", help="extra config overrides")
+    a = p.parse_args()
+
+    import torch
+
+    from hybridrl.config.loader import load_config
+    from hybridrl.config.schema import RLConfig
+    from hybridrl.config.validate import validate_rl_config
+    from hybridrl.trainer.build import build_run
+    from hybridrl.trainer.rl import RLTrainer
+
+    if a.threads:
+        torch.set_num_threads(a.threads)
+    tmp = tempfile.mkdtemp()
+    data = os.path.join(tmp, "prompts.parquet")
+    write_prompts(data, workload.PROMPTS_PER_STEP * a.steps)
+    cfg = load_config(RLConfig, None, overrides(a.model, data, os.path.join(tmp, "run"), a.steps) + a.overrides)
+    run = build_run(cfg, validate_rl_config(cfg), log=lambda *_: None)
+    trainer = RLTrainer(run, log=lambda *_: None)
+    with open(a.out, "w") as out:
+        try:
+            for step in range(1, a.steps + 1):
+                wall, cpu = time.perf_counter(), time.process_time()
+                m = trainer.train_step(step)
+                step_s = time.perf_counter() - wall
+                rollout_s = m["timing_s/gen"] + m.get("timing_s/reward", 0.0)
+                rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+                out.write(json.dumps({
+                    "step_s": step_s, "cpu_s": time.process_time() - cpu, "gen_s": m["timing_s/gen"],
+                    "rollout_s": rollout_s, "train_s": step_s - rollout_s,
+                    "gen_tokens": int(m["response_length/mean"] * workload.PROMPTS_PER_STEP * workload.SAMPLES_PER_PROMPT),
+                    "train_tokens": int(m["perf/total_num_tokens"]), "peak_rss_gb": rss / 2**30,
+                    "timing": {k[len("timing_s/"):]: v for k, v in m.items() if k.startswith("timing_s/")},
+                }) + "\n")
+                out.flush()
+        finally:
+            run.reward.close()
+            run.policy.close()
+
+
+if __name__ == "__main__":
+    main()
