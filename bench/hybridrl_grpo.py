@@ -10,7 +10,6 @@ Extra arguments are config overrides (the levers bench/speed.py turns on one by 
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import resource
@@ -54,13 +53,7 @@ def overrides(model: str, data: str, run_dir: str, steps: int) -> list[str]:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser()
-    p.add_argument("--model", required=True)
-    p.add_argument("--steps", type=int, default=6)
-    p.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
-    p.add_argument("--out", required=True)
-    p.add_argument("overrides", nargs="*", help="extra config overrides")
-    a = p.parse_args()
+    a = workload.runner_args(__doc__.splitlines()[0], overrides=True)
 
     import torch
 

@@ -10,7 +10,6 @@ trained (prompt + completion, non-padding) token counts, and the process's peak 
 
 from __future__ import annotations
 
-import argparse
 import functools
 import json
 import os
@@ -24,12 +23,7 @@ import workload  # noqa: E402
 
 
 def main() -> None:
-    p = argparse.ArgumentParser()
-    p.add_argument("--model", required=True)
-    p.add_argument("--steps", type=int, default=6)
-    p.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
-    p.add_argument("--out", required=True)
-    a = p.parse_args()
+    a = workload.runner_args(__doc__.splitlines()[0])
 
     import torch
     from datasets import Dataset

@@ -10,6 +10,7 @@ Imports only the standard library, so the TRL runner (its own venv, no hybridrl)
 
 from __future__ import annotations
 
+import argparse
 import random
 
 MODELS = {  # hidden, layers, heads, intermediate
@@ -49,3 +50,15 @@ def shaped(completion: str, answer: str) -> float:
 def compute_score(data_source, solution_str, ground_truth, extra_info=None) -> float:
     """hybridrl's custom_reward_function entry point (verl's signature) for `shaped`."""
     return shaped(solution_str, str(ground_truth))
+
+
+def runner_args(description: str, overrides: bool = False) -> argparse.Namespace:
+    """The command line both runners (bench/trl_grpo.py, bench/hybridrl_grpo.py) take."""
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("--model", required=True, help="the model folder (bench/speed.py builds it)")
+    p.add_argument("--steps", type=int, default=6)
+    p.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    p.add_argument("--out", required=True, help="JSON lines, one per step")
+    if overrides:
+        p.add_argument("overrides", nargs="*", help="extra config overrides")
+    return p.parse_args()

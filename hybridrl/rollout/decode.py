@@ -52,7 +52,7 @@ class LeanDecoder:
                 qkv_b = torch.cat([a.q_proj.bias, a.k_proj.bias, a.v_proj.bias])
             self.layers.append((layer.input_layernorm.weight,
                                 torch.cat([a.q_proj.weight, a.k_proj.weight, a.v_proj.weight]), qkv_b,
-                                a.o_proj.weight, layer.post_attention_layernorm.weight,
+                                a.o_proj.weight, a.o_proj.bias, layer.post_attention_layernorm.weight,
                                 torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight]), mlp.down_proj.weight))
         p = self.embed
         shape = (batch, self.n_kv, max_len, self.head_dim)
@@ -81,7 +81,7 @@ class LeanDecoder:
         cos, sin = self.rotary(x, positions[:, None])  # [N, 1, D]
         cos, sin = cos[:, None], sin[:, None]  # [N, 1, 1, D] against [N, heads, 1, D]
         mask = attn_mask[:, None, None, :]  # [N, 1, 1, S]
-        for i, (ln1, qkv_w, qkv_b, o_w, ln2, gate_up_w, down_w) in enumerate(self.layers):
+        for i, (ln1, qkv_w, qkv_b, o_w, o_b, ln2, gate_up_w, down_w) in enumerate(self.layers):
             h = self._rms(x, ln1)
             qkv = F.linear(h, qkv_w, qkv_b)  # [N, 1, (H + 2K) D]
             q, k, v = qkv.split([H * D, K * D, K * D], dim=-1)
@@ -91,7 +91,7 @@ class LeanDecoder:
             self.values[i][:, :, slot:slot + 1] = v.view(N, 1, K, D).transpose(1, 2)
             att = F.scaled_dot_product_attention(q, self.keys[i][:, :, :slot + 1], self.values[i][:, :, :slot + 1],
                                                  attn_mask=mask, enable_gqa=H != K)  # [N, H, 1, D]
-            x = x + F.linear(att.transpose(1, 2).reshape(N, 1, H * D), o_w)
+            x = x + F.linear(att.transpose(1, 2).reshape(N, 1, H * D), o_w, o_b)
             gate, up = F.linear(self._rms(x, ln2), gate_up_w).chunk(2, dim=-1)
             x = x + F.linear(F.silu(gate) * up, down_w)
         return F.linear(self._rms(x, self.norm), self.lm_head)[:, 0]

@@ -12,9 +12,9 @@ from hybridrl.rollout.base import SamplingParams
 from hybridrl.rollout.hf import HFRolloutEngine
 
 
-def small(kind: str, kv_heads: int = 4):
+def small(kind: str, kv_heads: int = 4, **extra):
     common = dict(vocab_size=64, hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
-                  num_key_value_heads=kv_heads, max_position_embeddings=64, tie_word_embeddings=False)
+                  num_key_value_heads=kv_heads, max_position_embeddings=64, tie_word_embeddings=False, **extra)
     torch.manual_seed(0)
     model = (Qwen2ForCausalLM(Qwen2Config(**common)) if kind == "qwen2" else LlamaForCausalLM(LlamaConfig(**common)))
     with torch.no_grad():  # non-zero biases, so a dropped q/k/v bias would show
@@ -24,9 +24,10 @@ def small(kind: str, kv_heads: int = 4):
     return model.eval()
 
 
-@pytest.mark.parametrize("kind,kv_heads", [("qwen2", 4), ("qwen2", 2), ("llama", 1)])
-def test_lean_steps_equal_the_full_forward(kind, kv_heads):
-    model = small(kind, kv_heads)
+@pytest.mark.parametrize("kind,kv_heads,extra", [("qwen2", 4, {}), ("qwen2", 2, {}), ("llama", 1, {}),
+                                                  ("llama", 2, {"attention_bias": True})])
+def test_lean_steps_equal_the_full_forward(kind, kv_heads, extra):
+    model = small(kind, kv_heads, **extra)
     assert decode.supports(model)
     N, P, T = 4, 6, 4
     ids = torch.randint(0, 64, (N, P + T))
