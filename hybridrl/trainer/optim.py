@@ -30,7 +30,14 @@ def lr_multiplier(step: int, warmup: int, total: int, style: str, min_lr_ratio: 
 
 def build_optimizer(params, lr: float, weight_decay: float, betas: list[float], warmup: int, total: int,
                     style: str, min_lr_ratio: float) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LambdaLR]:
-    """AdamW and a per-optimizer-step LambdaLR following `lr_multiplier`."""
-    opt = torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay, betas=tuple(betas))
+    """AdamW and a per-optimizer-step LambdaLR following `lr_multiplier`.
+
+    Plain fp32 tensors get torch's fused AdamW: one kernel per parameter instead of about ten
+    elementwise ops (measured on CPU: 25.5M parameters 106-234 ms -> 18-20 ms per step; torch
+    picks the per-parameter loop on CPU by default). Sharded (FSDP2, DTensor) parameters keep
+    the default implementation."""
+    params = list(params)
+    fused = all(type(p.data) is torch.Tensor and p.dtype == torch.float32 for p in params) or None
+    opt = torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay, betas=tuple(betas), fused=fused)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_multiplier(s, warmup, total, style, min_lr_ratio))
     return opt, sched

@@ -71,3 +71,27 @@ def test_unknown_style_after_warmup_raises():
 ])
 def test_warmup_steps_of(steps, ratio, total, expected):
     assert warmup_steps_of(steps, ratio, total) == expected
+
+
+def test_plain_fp32_parameters_get_fused_adamw_with_the_same_update():
+    import torch
+
+    from hybridrl.trainer.optim import build_optimizer
+
+    torch.manual_seed(0)
+    a = torch.nn.Linear(8, 4)
+    b = torch.nn.Linear(8, 4)
+    b.load_state_dict(a.state_dict())
+    fused, _ = build_optimizer(a.parameters(), 1e-2, 0.01, [0.9, 0.999], 0, 10, "constant", 0.0)
+    plain = torch.optim.AdamW(b.parameters(), lr=1e-2, weight_decay=0.01)
+    assert fused.defaults["fused"] is True
+    for _ in range(3):
+        x = torch.randn(5, 8)
+        for model, opt in ((a, fused), (b, plain)):
+            opt.zero_grad()
+            model(x).square().sum().backward()
+            opt.step()
+    for p, q in zip(a.parameters(), b.parameters()):
+        assert torch.allclose(p, q, atol=1e-6)
+    half, _ = build_optimizer(torch.nn.Linear(2, 2).half().parameters(), 1e-2, 0.0, [0.9, 0.999], 0, 1, "constant", 0)
+    assert not half.defaults["fused"]  # not every parameter is plain fp32: torch's default implementation
