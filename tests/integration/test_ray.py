@@ -61,6 +61,11 @@ def assert_trains_like(local: list[dict], other: list[dict]) -> None:
     for a, b in zip(local, other):
         assert a.keys() == b.keys()
         for key, value in a.items():
+            if key.startswith("training/rollout_probs_diff"):
+                # engine vs trainer probabilities: float rounding (~1e-6) that depends on matmul shapes, which
+                # differ with the rank split; both runs must show it as noise, not as equal noise
+                assert value < 1e-4 and b[key] < 1e-4, (a["step"], key, value, b[key])
+                continue
             tolerance = dict(abs=0.02) if key.endswith("clipfrac") else dict(rel=1e-4, abs=1e-6)
             assert math.isfinite(value) and b[key] == pytest.approx(value, **tolerance), (a["step"], key)
 
