@@ -24,6 +24,9 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import workload  # noqa: E402
+
 MODELS = {"tiny": ("tiny-arith", ["data.max_response_length=8"]),
           "small": (None, ["data.max_response_length=64", "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=32"])}
 
@@ -32,7 +35,7 @@ def small_model(folder: str) -> str:
     from hybridrl.models.tiny import build_model, build_tokenizer
 
     tok = build_tokenizer()
-    model = build_model(tok, hidden=512, layers=8, heads=8, intermediate=1376, seed=0)
+    model = build_model(tok, seed=0, **workload.MODELS["small"])  # the same "small" as make bench
     model.save_pretrained(folder)
     tok.save_pretrained(folder)
     return folder
