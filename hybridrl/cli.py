@@ -1,4 +1,4 @@
-"""`hybridrl` command line: train (RL), sft, plan, data, export, algos, plot, compare, eval.
+"""`hybridrl` command line: train (RL), sft, plan, data, model, export, algos, plot, compare, eval, doctor.
 
 Config commands take `--config FILE.yaml` and verl-style `key=value` overrides; `--help`
 lists every key with its default and meaning. A user error prints one line, exit code 2.
@@ -68,6 +68,20 @@ def _add_eval_command(sub) -> None:
     ev.add_argument("--custom-reward-name", default="compute_score", help="its name (default: %(default)s)")
 
 
+def _add_model_command(sub) -> None:
+    model = sub.add_parser("model", help="model files: convert a GGUF file into a HuggingFace folder",
+                           description="model files: convert a GGUF file into a HuggingFace folder")
+    msub = model.add_subparsers(dest="model_command", required=True)
+    text = ("dequantize a GGUF model (llama.cpp format) into a HuggingFace folder (safetensors, config, tokenizer "
+            "with chat template) that loads offline with AutoModelForCausalLM; checked by reloading it")
+    fg = msub.add_parser("from-gguf", help=text, description=text)
+    fg.add_argument("gguf_file", metavar="GGUF_FILE", help="the .gguf file")
+    fg.add_argument("out_dir", metavar="OUT_DIR", help="new output folder (must not exist, or be empty)")
+    fg.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"),
+                    help="dtype of the saved weights (default: %(default)s)")
+    fg.add_argument("--sha256", help="refuse the file unless its sha256 is this hex digest")
+
+
 def build_parser() -> argparse.ArgumentParser:
     from hybridrl.config.schema import RLConfig
     from hybridrl.config.sft import SFTConfig
@@ -97,6 +111,7 @@ def build_parser() -> argparse.ArgumentParser:
         d = dsub.add_parser(name, help=text, description=text)
         d.add_argument("--input", default=default_in, help="local file or folder, nothing is downloaded (default: %(default)s)")
         d.add_argument("--output", default=f"data/{name}", help="output folder (default: %(default)s)")
+    _add_model_command(sub)
     ex = sub.add_parser("export", help="write a checkpoint's policy as a plain HuggingFace folder, verified by logits",
                         description="write a checkpoint's policy as a plain HuggingFace folder, verified by logits")
     ex.add_argument("checkpoint", help="a global_step_<N> folder, or a run folder (its newest whole checkpoint)")
@@ -116,6 +131,9 @@ def build_parser() -> argparse.ArgumentParser:
                                     "validation accuracy per source, reward, length, entropy, KL, time, steps)")
     cmp.add_argument("--json", metavar="PATH", help="also write the table as JSON to PATH")
     _add_eval_command(sub)
+    from hybridrl import doctor
+
+    doctor.add_parser(sub)
     return parser
 
 
@@ -190,6 +208,14 @@ def cmd_export(args) -> None:
     print(f"exported {actor_folder(args.checkpoint)} -> {args.out}; logits match (max |difference| = {diff:g})")
 
 
+def cmd_model(args) -> None:
+    from hybridrl.models.gguf import convert
+
+    c = convert(args.gguf_file, args.out_dir, dtype=args.dtype, sha256=args.sha256)
+    print(f"wrote {c.out_dir}: {c.architecture}, {c.parameters / 1e6:.1f}M parameters ({args.dtype}); reloaded logits "
+          f"match the GGUF model's (max |difference| = {c.max_logit_diff:g})")
+
+
 def cmd_plot(args) -> None:
     from hybridrl.eval.plot import plot_runs
     from hybridrl.eval.runs import load_runs
@@ -215,6 +241,12 @@ def cmd_compare(args) -> None:
         print(f"wrote {args.json}", file=sys.stderr)  # stdout stays the table alone, for pipes
 
 
+def cmd_doctor(args) -> int:
+    from hybridrl import doctor
+
+    return doctor.run(args)
+
+
 def cmd_eval(args) -> None:
     from hybridrl.eval.evaluate import EvalSettings, evaluate, format_table
 
@@ -232,15 +264,14 @@ def cmd_eval(args) -> None:
             print(f"wrote {path}", file=sys.stderr)  # stdout stays the table alone, for pipes
 
 
-COMMANDS = {"export": cmd_export, "train": cmd_train, "plan": cmd_plan, "sft": cmd_sft, "data": cmd_data,
-            "algos": cmd_algos, "plot": cmd_plot, "compare": cmd_compare, "eval": cmd_eval}
+COMMANDS = {"export": cmd_export, "model": cmd_model, "train": cmd_train, "plan": cmd_plan, "sft": cmd_sft, "data": cmd_data,
+            "algos": cmd_algos, "plot": cmd_plot, "compare": cmd_compare, "eval": cmd_eval, "doctor": cmd_doctor}
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        COMMANDS[args.command](args)
+        return COMMANDS[args.command](args) or 0  # commands return None, or an exit code (doctor --strict)
     except HybridRLError as e:
         print(f"hybridrl {args.command}: error: {e}", file=sys.stderr)
         return 2
-    return 0
