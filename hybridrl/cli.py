@@ -132,7 +132,9 @@ def build_parser() -> argparse.ArgumentParser:
     cmp.add_argument("--json", metavar="PATH", help="also write the table as JSON to PATH")
     _add_eval_command(sub)
     from hybridrl import doctor
+    from hybridrl.serve import cli as serve_cli
 
+    serve_cli.add_parser(sub)
     doctor.add_parser(sub)
     return parser
 
@@ -241,6 +243,12 @@ def cmd_compare(args) -> None:
         print(f"wrote {args.json}", file=sys.stderr)  # stdout stays the table alone, for pipes
 
 
+def cmd_serve(args) -> None:
+    from hybridrl.serve.cli import run
+
+    run(args)
+
+
 def cmd_doctor(args) -> int:
     from hybridrl import doctor
 
@@ -265,7 +273,8 @@ def cmd_eval(args) -> None:
 
 
 COMMANDS = {"export": cmd_export, "model": cmd_model, "train": cmd_train, "plan": cmd_plan, "sft": cmd_sft, "data": cmd_data,
-            "algos": cmd_algos, "plot": cmd_plot, "compare": cmd_compare, "eval": cmd_eval, "doctor": cmd_doctor}
+            "algos": cmd_algos, "plot": cmd_plot, "compare": cmd_compare, "eval": cmd_eval, "serve": cmd_serve,
+            "doctor": cmd_doctor}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -7,7 +7,7 @@ models it spends far less time in per-step Python than the generic generate() ma
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Callable, Iterable, Optional
 
 import torch
 from torch import Tensor
@@ -15,6 +15,10 @@ from torch import Tensor
 from hybridrl.models.forward import distinct_prompts, position_ids_of, prefill_distinct
 from hybridrl.rollout.base import Generation, RolloutEngine, SamplingParams
 from hybridrl.rollout.keyed import KeyedDraws, uniforms
+
+# on_step(start, t, tokens [n], live [n]) -> None or a bool [n] of rows to end after token t. Called once per
+# decoding step of each chunk; rows start .. start + n - 1 of the call; tokens is the pad id on ended rows.
+StepCallback = Callable[[int, int, Tensor, Tensor], Optional[Tensor]]
 
 
 def filter_logits(logits: Tensor, top_k: int, top_p: float) -> Tensor:
@@ -64,14 +68,21 @@ class HFRolloutEngine(RolloutEngine):
     def load_weights(self, named_tensors: Iterable[tuple[str, Tensor]]) -> None:
         pass  # the engine samples with the trainer's module itself
 
-    @torch.no_grad()
     def generate(self, prompt_ids: Tensor, prompt_mask: Tensor, sampling: SamplingParams,
-                 sample_ids: Tensor, stream: str = "train") -> Generation:
-        keys = self.draws.next_keys(stream, sample_ids)
+                 sample_ids: Tensor, stream: str = "train", on_step: StepCallback | None = None) -> Generation:
+        """See RolloutEngine.generate; `on_step` sees every token as it is chosen (see StepCallback)."""
+        return self.generate_keyed(prompt_ids, prompt_mask, sampling, self.draws.next_keys(stream, sample_ids), on_step)
+
+    @torch.no_grad()
+    def generate_keyed(self, prompt_ids: Tensor, prompt_mask: Tensor, sampling: SamplingParams, keys: Tensor,
+                       on_step: StepCallback | None = None) -> Generation:
+        """generate() with each response's randomness key ([N] int64, rollout/keyed.py) given by the caller
+        rather than drawn from the engine's counters (the server derives them from request seeds)."""
         # Chunks of max_num_seqs rows bound the KV cache; each response's draws depend on its key only
         # (rollout/keyed.py), so chunking never changes what is sampled.
         m = self.max_num_seqs
-        parts = [self._generate(prompt_ids[i:i + m], prompt_mask[i:i + m], sampling, keys[i:i + m])
+        parts = [self._generate(prompt_ids[i:i + m], prompt_mask[i:i + m], sampling, keys[i:i + m],
+                                _shifted(on_step, i))
                  for i in range(0, len(prompt_ids), m)]
         if len(parts) == 1:
             return parts[0]
@@ -116,7 +127,8 @@ class HFRolloutEngine(RolloutEngine):
             input_ids=tokens[:, None], attention_mask=attn, position_ids=positions[:, None], past_key_values=static,
             cache_position=torch.tensor([slot], device=attn.device), use_cache=True).logits[:, -1]
 
-    def _generate(self, prompt_ids: Tensor, prompt_mask: Tensor, sampling: SamplingParams, keys: Tensor) -> Generation:
+    def _generate(self, prompt_ids: Tensor, prompt_mask: Tensor, sampling: SamplingParams, keys: Tensor,
+                  on_step: Callable[[int, Tensor, Tensor], Optional[Tensor]] | None = None) -> Generation:
         was_training = self.module.training
         self.module.eval()
         device = prompt_ids.device
@@ -136,6 +148,8 @@ class HFRolloutEngine(RolloutEngine):
             tokens.append(tok), logps.append(lp * live), masks.append(live.long())
             if not sampling.ignore_eos:
                 done = done | torch.isin(tok, self.eos.to(device))
+            if on_step is not None and (end := on_step(t, tok, live)) is not None:
+                done = done | end.to(device)
             if bool(done.all()) or t + 1 == T:
                 break
             attn[:, P + t] = live
@@ -143,3 +157,8 @@ class HFRolloutEngine(RolloutEngine):
             next_pos = next_pos + 1
         self.module.train(was_training)
         return Generation(torch.stack(tokens, 1), torch.stack(masks, 1), torch.stack(logps, 1))
+
+
+def _shifted(on_step: StepCallback | None, start: int) -> Callable[[int, Tensor, Tensor], Optional[Tensor]] | None:
+    """The callback of a chunk whose first row is row `start` of the call."""
+    return None if on_step is None else (lambda t, tokens, live: on_step(start, t, tokens, live))

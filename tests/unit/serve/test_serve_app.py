@@ -1,0 +1,173 @@
+"""Every malformed request gets its exact 4xx with OpenAI's error shape; never a traceback."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from fastapi.testclient import TestClient
+from serve_helpers import KEY, LIMITS, MODEL
+
+from hybridrl.serve.app import AppSettings, build_app
+from hybridrl.serve.backend import Backend
+from hybridrl.serve.service import GenerationService
+
+COMPLETIONS, CHAT = "/v1/completions", "/v1/chat/completions"
+OK_PROMPT = {"model": MODEL, "prompt": "What is", "max_tokens": 2}
+OK_CHAT = {"model": MODEL, "messages": [{"role": "user", "content": "What is 1+2?"}], "max_tokens": 2}
+
+
+def error_of(response, status: int) -> dict:
+    """The error object, after checking the status and that the body is exactly OpenAI's shape."""
+    assert response.status_code == status, response.text
+    body = response.json()
+    assert set(body) == {"error"} and set(body["error"]) == {"message", "type", "param", "code"}
+    assert "Traceback" not in response.text and body["error"]["message"]
+    return body["error"]
+
+
+# (path, body: a dict merged into the valid request, or a raw string), expected param and code
+BAD_REQUESTS = [
+    (COMPLETIONS, "{not json", None, "invalid_json"),
+    (COMPLETIONS, "[1, 2]", None, None),  # JSON, but not an object
+    (COMPLETIONS, {"prompt": None}, "prompt", "invalid_value"),
+    (COMPLETIONS, {"prompt": [1, 2, 3]}, "prompt", "invalid_value"),  # token-id prompts are not supported
+    (COMPLETIONS, {"prompt": []}, "prompt", "invalid_value"),
+    (COMPLETIONS, {"prompt": ""}, "prompt", "invalid_value"),  # 0 tokens
+    (COMPLETIONS, {"prompt": "1 " * 300}, "prompt", "context_length_exceeded"),  # 600 tokens > 256
+    (COMPLETIONS, {"prompt": "1" * 200, "max_tokens": 60}, "max_tokens", "context_length_exceeded"),
+    (COMPLETIONS, {"max_tokens": -1}, "max_tokens", "invalid_value"),
+    (COMPLETIONS, {"max_tokens": 0}, "max_tokens", "invalid_value"),
+    (COMPLETIONS, {"max_tokens": 65}, "max_tokens", "invalid_value"),  # > --max-tokens-limit 64
+    (COMPLETIONS, {"max_tokens": 10 ** 30}, "max_tokens", "invalid_value"),
+    (COMPLETIONS, {"max_tokens": "16"}, "max_tokens", "invalid_value"),
+    (COMPLETIONS, {"max_tokens": 2.5}, "max_tokens", "invalid_value"),
+    (COMPLETIONS, {"temperature": -0.1}, "temperature", "invalid_value"),
+    (COMPLETIONS, {"temperature": 2.5}, "temperature", "invalid_value"),
+    (COMPLETIONS, '{"model": "tiny-arith", "prompt": "x", "temperature": NaN}', "temperature", "invalid_value"),
+    (COMPLETIONS, {"top_p": 0}, "top_p", "invalid_value"),
+    (COMPLETIONS, {"top_k": -2}, "top_k", "invalid_value"),
+    (COMPLETIONS, {"n": 0}, "n", "invalid_value"),
+    (COMPLETIONS, {"n": 5}, "n", "invalid_value"),  # > --max-n 4
+    (COMPLETIONS, {"stop": ["a", "b", "c", "d", "e"]}, "stop", "invalid_value"),
+    (COMPLETIONS, {"stop": [""]}, "stop", "invalid_value"),
+    (COMPLETIONS, {"stop": 5}, "stop", "invalid_value"),
+    (COMPLETIONS, {"seed": "x"}, "seed", "invalid_value"),
+    (COMPLETIONS, {"stream": "yes"}, "stream", "invalid_value"),
+    (COMPLETIONS, {"stream_options": {"include_usage": True}}, "stream_options", "invalid_value"),  # no stream
+    (COMPLETIONS, {"stream": True, "stream_options": {"bogus": 1}}, "stream_options.bogus", "unrecognized_argument"),
+    (COMPLETIONS, {"foo": 1}, "foo", "unrecognized_argument"),
+    (COMPLETIONS, {"logprobs": 1}, "logprobs", "unsupported_parameter"),
+    (COMPLETIONS, {"echo": True}, "echo", "unsupported_parameter"),
+    (COMPLETIONS, {"best_of": 2}, "best_of", "unsupported_parameter"),
+    (COMPLETIONS, {"suffix": "x"}, "suffix", "unsupported_parameter"),
+    (COMPLETIONS, {"presence_penalty": 0.5}, "presence_penalty", "unsupported_parameter"),
+    (COMPLETIONS, {"frequency_penalty": -1}, "frequency_penalty", "unsupported_parameter"),
+    (COMPLETIONS, {"logit_bias": {"5": 10}}, "logit_bias", "unsupported_parameter"),
+    (CHAT, {"messages": []}, "messages", "invalid_value"),
+    (CHAT, {"messages": [{"role": "tool", "content": "x"}]}, "messages[0].role", "invalid_value"),
+    (CHAT, {"messages": [{"role": "user"}]}, "messages[0].content", "missing_required_parameter"),
+    (CHAT, {"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]},
+     "messages[0].content", "invalid_value"),
+    (CHAT, {"messages": [{"role": "user", "content": "x", "extra": 1}]}, "messages[0].extra", "unrecognized_argument"),
+    (CHAT, {"max_completion_tokens": 0}, "max_completion_tokens", "invalid_value"),
+    (CHAT, {"max_tokens": 1000}, "max_tokens", "invalid_value"),
+    (CHAT, {"logprobs": True}, "logprobs", "unsupported_parameter"),
+    (CHAT, {"top_logprobs": 2}, "top_logprobs", "unsupported_parameter"),
+    (CHAT, {"tools": [{"type": "function", "function": {"name": "f"}}]}, "tools", "unsupported_parameter"),
+    (CHAT, {"tool_choice": "auto"}, "tool_choice", "unsupported_parameter"),
+    (CHAT, {"response_format": {"type": "json_object"}}, "response_format", "unsupported_parameter"),
+]
+
+
+@pytest.mark.parametrize("path, body, param, code", BAD_REQUESTS)
+def test_malformed_request_is_a_400_naming_the_field(client, path, body, param, code):
+    if isinstance(body, dict):
+        r = client.post(path, json={**(OK_PROMPT if path == COMPLETIONS else OK_CHAT), **body})
+    else:
+        r = client.post(path, content=body, headers={"Content-Type": "application/json"})
+    err = error_of(r, 400)
+    assert (err["type"], err["param"], err["code"]) == ("invalid_request_error", param, code)
+
+
+@pytest.mark.parametrize("path, body, param", [(COMPLETIONS, {"model": MODEL}, "prompt"),
+                                               (CHAT, {"model": MODEL}, "messages"),
+                                               (COMPLETIONS, {"prompt": "x"}, "model")])
+def test_missing_field_is_a_400_naming_it(client, path, body, param):
+    err = error_of(client.post(path, json=body), 400)
+    assert (err["param"], err["code"]) == (param, "missing_required_parameter")
+
+
+def test_default_values_of_unsupported_features_are_accepted(client):
+    defaults = {"logprobs": None, "echo": False, "best_of": 1, "presence_penalty": 0, "frequency_penalty": 0.0,
+                "user": "someone", "suffix": None, "logit_bias": {}}
+    assert client.post(COMPLETIONS, json={**OK_PROMPT, **defaults}).status_code == 200
+    chat = {"logprobs": False, "tools": None, "tool_choice": "none", "response_format": {"type": "text"}}
+    assert client.post(CHAT, json={**OK_CHAT, **chat}).status_code == 200
+
+
+def test_unknown_model_is_a_404(client):
+    err = error_of(client.post(COMPLETIONS, json={**OK_PROMPT, "model": "gpt-4"}), 404)
+    assert (err["param"], err["code"]) == ("model", "model_not_found")
+    assert error_of(client.get("/v1/models/gpt-4"), 404)["code"] == "model_not_found"
+    assert client.get(f"/v1/models/{MODEL}").json()["id"] == MODEL
+
+
+@pytest.mark.parametrize("authorization", [None, "Bearer wrong", f"Basic {KEY}", "Bearer", f"Bearer {KEY}x"])
+def test_a_wrong_or_missing_api_key_is_a_401(client, authorization):
+    headers = {"Authorization": authorization} if authorization else {}
+    client.headers.pop("Authorization")
+    try:
+        for r in (client.post(COMPLETIONS, json=OK_PROMPT, headers=headers), client.get("/v1/models", headers=headers)):
+            assert error_of(r, 401)["code"] == "invalid_api_key"
+        assert client.get("/health").status_code == 200  # open without a key
+    finally:
+        client.headers["Authorization"] = f"Bearer {KEY}"
+
+
+def test_unknown_route_is_a_404_and_wrong_method_a_405(client):
+    assert error_of(client.get("/v1/nothing"), 404)["code"] == "not_found"
+    assert error_of(client.post("/v2/completions", json=OK_PROMPT), 404)["code"] == "not_found"
+    assert error_of(client.get(COMPLETIONS), 405)["code"] == "method_not_allowed"
+    assert error_of(client.delete("/v1/models"), 405)["code"] == "method_not_allowed"
+
+
+def test_a_body_over_the_limit_is_a_413_before_parsing(client):
+    big = json.dumps({**OK_PROMPT, "prompt": "x" * 5000})  # > --max-body-bytes 4096
+    assert error_of(client.post(COMPLETIONS, content=big), 413)["code"] == "request_too_large"
+    # without a Content-Length (chunked), the bytes are counted as they arrive
+    r = client.post(COMPLETIONS, content=(big[i:i + 1000].encode() for i in range(0, len(big), 1000)))
+    assert "content-length" not in r.request.headers
+    assert error_of(r, 413)["code"] == "request_too_large"
+
+
+def test_an_internal_error_is_a_500_without_details(client, monkeypatch, caplog):
+    def boom(*args, **kwargs):
+        raise RuntimeError("secret internal detail")
+
+    monkeypatch.setattr(GenerationService, "submit", boom)
+    r = client.post(COMPLETIONS, json=OK_PROMPT)
+    err = error_of(r, 500)
+    assert err["type"] == "internal_server_error" and "secret" not in r.text
+    assert "secret internal detail" in caplog.text  # the traceback went to the log
+
+
+def test_models_and_health(client):
+    models = client.get("/v1/models").json()
+    assert models["object"] == "list" and [m["id"] for m in models["data"]] == [MODEL]
+    assert models["data"][0]["max_model_len"] == 256
+    assert client.get("/health").json() == {"status": "ok"}
+
+
+def test_a_stopped_worker_is_a_503_not_a_hang(tiny):
+    class Gone(Backend):
+        name = "gone"
+
+        def serve(self, inbox):  # returns at once: the worker thread ends
+            return
+
+    service = GenerationService(Gone(), tiny.tok, tiny.eos)
+    service.worker.join(timeout=10)
+    with TestClient(build_app(service, AppSettings(MODEL, None, LIMITS))) as c:
+        assert error_of(c.post(COMPLETIONS, json=OK_PROMPT), 503)["code"] == "worker_stopped"
+        assert c.get("/health").status_code == 503

@@ -1,0 +1,81 @@
+"""`hybridrl serve` flags: defaults, checks (one ConfigError naming the flag), context length, and the
+warning for a public address without an API key."""
+
+from __future__ import annotations
+
+import argparse
+from types import SimpleNamespace
+
+import pytest
+
+from hybridrl.errors import ConfigError
+from hybridrl.serve import build, cli
+from hybridrl.serve.settings import ServeSettings, check_settings, is_loopback
+
+
+def parse(argv: list[str]):
+    parser = argparse.ArgumentParser(prog="hybridrl")
+    cli.add_parser(parser.add_subparsers(dest="command", required=True))
+    return parser.parse_args(argv)
+
+
+def test_defaults_bind_loopback_and_read_the_key_from_the_environment(monkeypatch):
+    monkeypatch.delenv("HYBRIDRL_API_KEY", raising=False)
+    s = cli.settings_of(parse(["serve", "tiny-arith"]))
+    assert s == ServeSettings("tiny-arith")
+    assert (s.host, s.port, s.engine, s.api_key, s.max_n, s.max_body_bytes) == ("127.0.0.1", 8000, "auto", None, 8,
+                                                                                1 << 20)
+    monkeypatch.setenv("HYBRIDRL_API_KEY", "from-env")
+    assert cli.settings_of(parse(["serve", "x"])).api_key == "from-env"
+    assert cli.settings_of(parse(["serve", "x", "--api-key", "flag"])).api_key == "flag"
+
+
+@pytest.mark.parametrize("field, value, flag", [
+    ("port", 70000, "--port"), ("max_num_seqs", 0, "--max-num-seqs"), ("max_model_len", 1, "--max-model-len"),
+    ("max_tokens_limit", 0, "--max-tokens-limit"), ("max_n", 0, "--max-n"), ("max_body_bytes", 10, "--max-body-bytes"),
+    ("api_key", " ", "--api-key"), ("engine", "tgi", "--engine"), ("dtype", "int8", "--dtype"), ("threads", 0, "--threads")])
+def test_bad_flags_are_config_errors_naming_the_flag(field, value, flag):
+    with pytest.raises(ConfigError, match=f"^{flag}[ :]"):
+        check_settings(ServeSettings("tiny-arith", **{field: value}))
+
+
+@pytest.mark.parametrize("host, loopback", [("127.0.0.1", True), ("127.5.0.1", True), ("::1", True),
+                                            ("localhost", True), ("0.0.0.0", False), ("192.168.1.4", False),
+                                            ("example.com", False)])
+def test_is_loopback(host, loopback):
+    assert is_loopback(host) is loopback
+
+
+def test_context_length_defaults_to_the_models_capped_and_refuses_more_than_it_has():
+    assert build.context_length(SimpleNamespace(max_position_embeddings=256), None) == 256
+    assert build.context_length(SimpleNamespace(max_position_embeddings=32768), None) == 4096
+    assert build.context_length(SimpleNamespace(), None) == 4096
+    assert build.context_length(SimpleNamespace(max_position_embeddings=256), 100) == 100
+    with pytest.raises(ConfigError, match="--max-model-len 300"):
+        build.context_length(SimpleNamespace(max_position_embeddings=256), 300)
+
+
+def test_served_model_name_defaults_to_the_folder_name(tiny, monkeypatch):
+    monkeypatch.setattr(build, "pick_engine", lambda engine: "hf")
+    service, app_settings, engine = build.build_service(ServeSettings("tiny-arith", max_model_len=128, max_n=3))
+    service.close()
+    assert (app_settings.model_name, engine, app_settings.limits.max_model_len, app_settings.limits.max_n) == (
+        "tiny-arith", "hf", 128, 3)
+
+
+@pytest.mark.parametrize("host, key, warned", [("0.0.0.0", None, True), ("0.0.0.0", "k", False),
+                                               ("127.0.0.1", None, False)])
+def test_a_public_address_without_a_key_is_warned_about(monkeypatch, capsys, host, key, warned):
+    import uvicorn
+
+    import hybridrl.serve.app as app_module
+
+    monkeypatch.delenv("HYBRIDRL_API_KEY", raising=False)
+    served = {}
+    monkeypatch.setattr(build, "build_service", lambda s: (None, SimpleNamespace(
+        model_name="m", limits=SimpleNamespace(max_model_len=8)), "hf"))
+    monkeypatch.setattr(app_module, "build_app", lambda service, settings: "app")  # run() imports these at call
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: served.update(kw))
+    cli.run(parse(["serve", "m", "--host", host, *(["--api-key", key] if key else [])]))
+    assert served["host"] == host and served["port"] == 8000
+    assert ("without an API key" in capsys.readouterr().err) is warned
