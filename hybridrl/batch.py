@@ -38,8 +38,8 @@ class Sequences:
     """Prompt + response token ids as one batch, the input of every log-prob/value forward."""
 
     input_ids: Tensor  # [N, P+T] [left-padded prompt | right-padded response]
-    attention_mask: Tensor  # [N, P+T] 1 on real tokens
-    response_mask: Tensor  # [N, T] 1 on generated tokens (EOS included), 0 on padding
+    attention_mask: Tensor  # [N, P+T] 1 on real tokens (tool tokens of multi-turn responses included)
+    response_mask: Tensor  # [N, T] 1 on generated tokens (EOS included), 0 on padding and tool tokens
 
     @property
     def response_ids(self) -> Tensor:  # [N, T]
@@ -53,11 +53,19 @@ class Rollout:
     response_mask: Tensor  # [N, T] 1 on generated tokens (EOS included), 0 after the end
     rollout_log_probs: Tensor  # [N, T] log π(a_t|s_t) at the sampling temperature, as seen by the engine; 0 on padding
     uid: Tensor  # [N] long; responses to the same prompt share a uid (GRPO groups)
+    # multi-turn rollouts (rollout/multi_turn.py): [N, T] 1 on every response token, tool tokens
+    # included (response_mask is 0 on them: attended to, never trained on); None: equals response_mask
+    response_attention_mask: Optional[Tensor] = None
+    turn_stats: Optional[dict[str, Tensor]] = None  # multi-turn: name -> [N] per-row counts (num_turns, tool calls)
+
+    def response_attention(self) -> Tensor:
+        """[N, T] 1 on every real response token (generated or tool), 0 on padding."""
+        return self.response_mask if self.response_attention_mask is None else self.response_attention_mask
 
     def sequences(self) -> Sequences:
         return Sequences(
             input_ids=torch.cat([self.prompts.input_ids, self.response_ids], dim=1),
-            attention_mask=torch.cat([self.prompts.attention_mask, self.response_mask], dim=1),
+            attention_mask=torch.cat([self.prompts.attention_mask, self.response_attention()], dim=1),
             response_mask=self.response_mask,
         )
 
@@ -152,8 +160,9 @@ def concat_rollouts(rollouts: list[Rollout], pad_id: int) -> Rollout:
     for r in rollouts:
         prompts = dataclasses.replace(r.prompts, input_ids=_pad_to(r.prompts.input_ids, P, pad_id, left=True),
                                       attention_mask=_pad_to(r.prompts.attention_mask, P, 0, left=True))
+        attn = None if r.response_attention_mask is None else _pad_to(r.response_attention_mask, T, 0, left=False)
         padded.append(Rollout(prompts, _pad_to(r.response_ids, T, pad_id, left=False),
                               _pad_to(r.response_mask, T, 0, left=False), _pad_to(r.rollout_log_probs, T, 0.0, left=False),
-                              r.uid + offset))
+                              r.uid + offset, attn, r.turn_stats))
         offset += int(r.uid.max()) + 1 if len(r.uid) else 0
     return concat(padded)

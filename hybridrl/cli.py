@@ -116,6 +116,9 @@ def build_parser() -> argparse.ArgumentParser:
                         description="write a checkpoint's policy as a plain HuggingFace folder, verified by logits")
     ex.add_argument("checkpoint", help="a global_step_<N> folder, or a run folder (its newest whole checkpoint)")
     ex.add_argument("out", help="new output folder")
+    ex.add_argument("--merge-lora", action="store_true",
+                    help="a LoRA run: write the base model with the adapter merged in (loads without peft); "
+                         "without it the adapter folder is written (loads with peft on its base model)")
     sub.add_parser("algos", help="list advantage estimators, policy losses, KL estimators and loss reductions",
                    description="list advantage estimators, policy losses, KL estimators and loss reductions")
     run_help = "run folders (a run's trainer.default_local_dir) or metrics.jsonl files"
@@ -206,7 +209,7 @@ def cmd_algos(args) -> None:
 def cmd_export(args) -> None:
     from hybridrl.models.export import actor_folder, export
 
-    diff = export(args.checkpoint, args.out)
+    diff = export(args.checkpoint, args.out, merge_lora=args.merge_lora)
     print(f"exported {actor_folder(args.checkpoint)} -> {args.out}; logits match (max |difference| = {diff:g})")
 
 

@@ -110,12 +110,15 @@ def rloo(inputs: AdvantageInputs, params: AdvantageParams) -> AdvantageOutput:
 
 
 def discounted_returns(rewards: Tensor, mask: Tensor, gamma: float) -> Tensor:
-    """Return-to-go G_t = r_t + gamma G_{t+1} within each response, 0 on padding; [B, T] -> [B, T]."""
+    """Return-to-go G_t = r_t + gamma G_{t+1} within each response, 0 on padding; [B, T] -> [B, T].
+
+    Masked positions inside a response (tool tokens of a multi-turn rollout) are skipped, not
+    ends: the return flows through them to the model's earlier turns, undiscounted by them."""
     returns = torch.zeros_like(rewards)
     running = torch.zeros_like(returns[:, 0])
     for t in reversed(range(returns.shape[1])):  # T is the response length: a short Python loop
-        running = (rewards[:, t] + gamma * running) * mask[:, t]
-        returns[:, t] = running
+        running = torch.where(mask[:, t] > 0, rewards[:, t] + gamma * running, running)
+        returns[:, t] = running * mask[:, t]
     return returns
 
 
@@ -139,12 +142,15 @@ def gae(inputs: AdvantageInputs, params: AdvantageParams) -> AdvantageOutput:
     values = inputs.values * mask  # V = 0 past the end: the episode is over
     adv = torch.zeros_like(values)
     running = torch.zeros_like(values[:, 0])
-    T = values.shape[1]
-    for t in reversed(range(T)):
-        next_value = values[:, t + 1] if t + 1 < T else torch.zeros_like(running)
+    next_value = torch.zeros_like(running)  # V of the next unmasked token (0 past the end)
+    for t in reversed(range(values.shape[1])):
+        # masked tokens inside a response (a multi-turn rollout's tool tokens) are skipped: the next
+        # state of a model token is the next model token, as if the tool's tokens were the environment
+        valid = mask[:, t] > 0
         delta = inputs.token_level_rewards[:, t] + params.gamma * next_value - values[:, t]
-        running = (delta + params.gamma * params.lam * running) * mask[:, t]
-        adv[:, t] = running
+        running = torch.where(valid, delta + params.gamma * params.lam * running, running)
+        next_value = torch.where(valid, values[:, t], next_value)
+        adv[:, t] = running * mask[:, t]
     returns = (adv + values) * mask  # the critic's regression target (before whitening)
     return AdvantageOutput(advantages=masked_whiten(adv, mask), returns=returns)
 

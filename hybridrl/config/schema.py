@@ -48,6 +48,14 @@ class ModelConfig:
                                           "responses attend to its keys and values (log-prob, reference and update "
                                           "passes, hf rollout prefill): the same log-probs and gradients up to "
                                           "rounding, with (n-1)/n of the prompt FLOPs saved")
+    lora_rank: int = doc(0, "LoRA rank r of the policy's adapters (0: off, every weight trained); > 0 trains only "
+                            "the adapters (needs pip install 'hybridrl[lora]'), the reference is the base model")
+    lora_alpha: float = doc(16.0, "LoRA scale: the adapter's update is multiplied by lora_alpha / lora_rank")
+    target_modules: list[str] = doc(["all-linear"], "modules that get LoRA adapters: all-linear (every linear layer "
+                                                    "but the LM head) or a list of names, e.g. [q_proj,v_proj]")
+    exclude_modules: list[str] = doc([], "module names never adapted, e.g. [down_proj] ([]: none)")
+    lora_adapter_path: Optional[str] = doc(None, "continue training this peft adapter folder (adapter_config.json; its "
+                                                 "rank and alpha must match lora_rank and lora_alpha; null: new adapters)")
 
 
 @dataclass
@@ -109,6 +117,18 @@ class EngineKwargs:
 
 
 @dataclass
+class MultiTurnConfig:
+    """Tool-using rollouts (rollout/multi_turn.py): model and tool turns alternate in one response."""
+
+    enable: bool = doc(False, "multi-turn rollouts: the model may call the tools of tool_config_path (Hermes "
+                              "<tool_call> JSON) and reads their answers before going on")
+    max_assistant_turns: int = doc(5, "most model turns per response (a call in the last one is not run)")
+    tool_config_path: Optional[str] = doc(None, "YAML file listing the tools (verl's layout: tools: [{class_name, "
+                                                "config, tool_schema}]); built-ins: calculator, python")
+    max_tool_response_length: int = doc(256, "characters of a tool's answer shown to the model (the rest is cut)")
+
+
+@dataclass
 class RolloutConfig:
     name: str = doc("hf", "rollout engine: hf (in-process HuggingFace module, shares the policy's weights) | vllm "
                           "(a colocated vLLM engine, weights synced after every update; `make vllm` on CPU)")
@@ -134,6 +154,7 @@ class RolloutConfig:
     free_cache_engine: bool = doc(True, "vllm on GPU: sleep (free weights and KV cache) between rollouts; the CPU "
                                         "backend has no sleep mode")
     engine_kwargs: EngineKwargs = field(default_factory=lambda: EngineKwargs())
+    multi_turn: MultiTurnConfig = field(default_factory=lambda: MultiTurnConfig())
 
 
 @dataclass

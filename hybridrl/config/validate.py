@@ -11,7 +11,7 @@ from hybridrl.algos.policy_losses import POLICY_LOSSES
 from hybridrl.algos.reduce import LOSS_AGG_MODES
 from hybridrl.algos.rollout_correction import ROLLOUT_IS
 from hybridrl.config.plan import BatchPlan, make_batch_plan
-from hybridrl.config.schema import RLConfig
+from hybridrl.config.schema import ModelConfig, RLConfig
 from hybridrl.data.dataset import TRUNCATION_MODES
 from hybridrl.distributed.sharding import STRATEGIES
 from hybridrl.errors import ConfigError
@@ -52,6 +52,23 @@ def _check_reward(cfg: RLConfig) -> None:
 RESUME_MODES = ("auto", "disable", "resume_path")
 
 
+def _check_multi_turn(cfg: RLConfig) -> None:
+    mt = cfg.actor_rollout_ref.rollout.multi_turn
+    if not mt.enable:
+        return
+    key = "actor_rollout_ref.rollout.multi_turn"
+    if mt.max_assistant_turns < 1:
+        raise ConfigError(f"{key}.max_assistant_turns={mt.max_assistant_turns} must be at least 1")
+    if mt.max_tool_response_length < 1:
+        raise ConfigError(f"{key}.max_tool_response_length={mt.max_tool_response_length} must be at least 1")
+    if not mt.tool_config_path:
+        raise ConfigError(f"{key}.enable=true needs {key}.tool_config_path (a YAML file listing the tools; "
+                          "see examples/tool_calc/tools.yaml)")
+    from hybridrl.rollout.tools.base import load_tools
+
+    load_tools(mt.tool_config_path)  # a bad file or class fails now, not at the first rollout
+
+
 def _check_checkpointing(cfg: RLConfig) -> None:
     tr = cfg.trainer
     check_choice("trainer.resume_mode", tr.resume_mode, RESUME_MODES)
@@ -86,6 +103,7 @@ def validate_rl_config(cfg: RLConfig) -> BatchPlan:
                           "custom_reward_function.path (and .name), or use reward_model.reward_manager=naive")
     _check_reward(cfg)
     _check_checkpointing(cfg)
+    _check_multi_turn(cfg)
     check_choice("actor_rollout_ref.actor.optim.warmup_style", actor.optim.warmup_style, WARMUP_STYLES)
     check_loggers(tr.logger)
     estimator = ADV_ESTIMATORS.entry(alg.adv_estimator)
@@ -134,6 +152,7 @@ def validate_rl_config(cfg: RLConfig) -> BatchPlan:
         raise ConfigError(f"actor_rollout_ref.rollout.max_num_seqs={rollout.max_num_seqs} must be at least 1")
     _check_backend(cfg)
     _check_vllm(cfg)
+    _check_lora(cfg)
     return make_batch_plan(d.train_batch_size, rollout.n, actor.ppo_mini_batch_size, actor.ppo_micro_batch_size_per_gpu,
                            actor.ppo_epochs, tr.n_gpus_per_node * tr.nnodes)
 
@@ -168,6 +187,64 @@ def _check_backend(cfg: RLConfig) -> None:
     if tr.backend == "ray" and importlib.util.find_spec("ray") is None:
         raise ConfigError("trainer.backend=ray needs the ray package: pip install 'ray>=2.40' (or pip install "
                           "'hybridrl[ray]'), or set trainer.backend=local")
+
+
+def _check_lora(cfg: RLConfig) -> None:
+    """actor_rollout_ref.model.lora_* (LoRA on the policy, models/lora.py)."""
+    m, key = cfg.actor_rollout_ref.model, "actor_rollout_ref.model"
+    if m.lora_rank < 0:
+        raise ConfigError(f"{key}.lora_rank={m.lora_rank} must be >= 0 (0: LoRA off; e.g. 32 turns it on)")
+    defaults = ModelConfig()
+    changed = [k for k in ("lora_alpha", "target_modules", "exclude_modules", "lora_adapter_path")
+               if getattr(m, k) != getattr(defaults, k)]
+    if m.lora_rank == 0:
+        if changed:
+            raise ConfigError(f"{', '.join(f'{key}.{k}' for k in changed)} only apply to LoRA, which is off "
+                              f"({key}.lora_rank=0); set {key}.lora_rank (e.g. 32), or remove them")
+        return
+    if m.lora_alpha <= 0:
+        raise ConfigError(f"{key}.lora_alpha={m.lora_alpha} must be > 0 (the update is scaled by lora_alpha / "
+                          "lora_rank; e.g. 16, or twice lora_rank)")
+    targets = list(m.target_modules)
+    if not targets or not all(targets) or ("all-linear" in targets and len(targets) > 1):
+        raise ConfigError(f"{key}.target_modules={targets} must be all-linear alone or a non-empty list of module "
+                          "names, e.g. [q_proj,k_proj,v_proj,o_proj]")
+    if importlib.util.find_spec("peft") is None:
+        raise ConfigError(f"{key}.lora_rank={m.lora_rank} needs the peft package: pip install 'hybridrl[lora]', "
+                          f"or set {key}.lora_rank=0")
+    if m.lora_adapter_path is not None:
+        _check_adapter_path(m, [k for k in changed if k in ("target_modules", "exclude_modules")])
+    world = cfg.trainer.n_gpus_per_node * cfg.trainer.nnodes
+    if cfg.actor_rollout_ref.actor.strategy in ("fsdp2", "fsdp") and world > 1:
+        raise ConfigError(f"{key}.lora_rank > 0 with actor_rollout_ref.actor.strategy="
+                          f"{cfg.actor_rollout_ref.actor.strategy} is not supported yet (LoRA with FSDP2 has not "
+                          "been tested here); use actor_rollout_ref.actor.strategy=ddp: only the adapters have "
+                          "gradients and optimizer state, so each worker holding the base weights is the cost")
+
+
+def _check_adapter_path(m, changed: list[str]) -> None:
+    """lora_adapter_path: a peft LoRA folder whose rank and alpha are the config's (never silently another)."""
+    import json
+    import os
+
+    key, path = "actor_rollout_ref.model.lora_adapter_path", m.lora_adapter_path
+    config_file = os.path.join(path, "adapter_config.json")
+    if not os.path.isfile(config_file):
+        raise ConfigError(f"{key}={path!r} is not a peft adapter folder (no adapter_config.json in it); give the "
+                          "folder a LoRA run's checkpoint holds (global_step_<N>/actor) or a PeftModel.save_pretrained "
+                          "folder")
+    with open(config_file) as f:
+        saved = json.load(f)
+    if saved.get("peft_type") != "LORA":
+        raise ConfigError(f"{key}={path!r} holds a {saved.get('peft_type')} adapter; only LoRA adapters are trained")
+    if saved.get("r") != m.lora_rank or float(saved.get("lora_alpha", 0)) != m.lora_alpha:
+        raise ConfigError(f"{key}={path!r} has r={saved.get('r')}, lora_alpha={saved.get('lora_alpha')}; set "
+                          f"actor_rollout_ref.model.lora_rank={saved.get('r')} "
+                          f"actor_rollout_ref.model.lora_alpha={saved.get('lora_alpha')}")
+    if changed:
+        raise ConfigError(f"{', '.join(f'actor_rollout_ref.model.{k}' for k in changed)} cannot change the modules of "
+                          f"the adapter in {key}={path!r} (it has target_modules={saved.get('target_modules')}); "
+                          "remove them")
 
 
 DEVICES = ("cpu", "cuda")

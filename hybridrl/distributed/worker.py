@@ -56,7 +56,7 @@ class RoleWorker:
         if "policy" in self.roles:
             self.policy = build_policy(cfg, self.plan, tokenizer, self.total_steps, dp)
         if "reference" in self.roles:
-            self.reference = build_reference(cfg)
+            self.reference = build_reference(cfg, self.policy)  # LoRA: the policy's module, adapter off
         if "critic" in self.roles:
             self.critic = build_critic(cfg, self.total_steps, dp)
         if "reward_model" in self.roles:

@@ -1,5 +1,6 @@
-"""`hybridrl export CHECKPOINT OUT`: a clean HuggingFace folder from a checkpoint, verified by
-comparing logits of the exported model with the checkpoint's on a fixed input."""
+"""`hybridrl export CHECKPOINT OUT [--merge-lora]`: a clean HuggingFace folder from a checkpoint (a
+LoRA run's: its adapter folder, or with --merge-lora the merged plain model), verified by comparing
+logits of the exported model with the checkpoint's on a fixed input."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from hybridrl.trainer.checkpoint import LATEST, latest_complete, problem_of
 
 def actor_folder(checkpoint: str) -> str:
     """The actor/ folder of a global_step_<N> folder, of a run folder's newest whole checkpoint, or itself."""
-    if os.path.isfile(os.path.join(checkpoint, "config.json")):
+    if any(os.path.isfile(os.path.join(checkpoint, f)) for f in ("config.json", "adapter_config.json")):
         return checkpoint
     if os.path.isfile(os.path.join(checkpoint, LATEST)) or not os.path.isdir(os.path.join(checkpoint, "actor")):
         point = latest_complete(checkpoint)
@@ -27,23 +28,55 @@ def actor_folder(checkpoint: str) -> str:
     return os.path.join(checkpoint, "actor")
 
 
-def max_logit_difference(a: str, b: str) -> float:
-    """max |logits_a - logits_b| of two HF folders on one fixed input (every 7th token id, 64 long)."""
+def _load(folder: str):
+    """A HF folder as AutoModelForCausalLM, or a LoRA adapter folder on its base model (peft)."""
     from transformers import AutoModelForCausalLM
 
-    ma, mb = (AutoModelForCausalLM.from_pretrained(p, dtype=torch.float32).eval() for p in (a, b))
+    from hybridrl.models.lora import is_adapter_folder, load_adapter_model
+
+    if is_adapter_folder(folder):
+        return load_adapter_model(folder)
+    return AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
+
+
+def max_logit_difference(a: str, b: str) -> float:
+    """max |logits_a - logits_b| of two HF or adapter folders on one fixed input (every 7th token id, 64 long)."""
+    ma, mb = _load(a), _load(b)
     ids = (torch.arange(64) * 7 % ma.config.vocab_size)[None]
     with torch.no_grad():
         return float((ma(input_ids=ids).logits - mb(input_ids=ids).logits).abs().max())
 
 
-def export(checkpoint: str, out: str) -> float:
-    """Copy the actor's HF files to `out` (new or empty) and return the verified logit difference."""
+def _write_merged(src: str, out: str) -> None:
+    """The plain model a LoRA adapter folder computes (W + s B A), with the tokenizer, into `out`."""
+    from transformers import AutoTokenizer
+
+    from hybridrl.models.lora import load_adapter_model
+
+    load_adapter_model(src).merge_and_unload().save_pretrained(out)
+    AutoTokenizer.from_pretrained(src).save_pretrained(out)
+
+
+MERGE_TOLERANCE = 1e-4  # merged weights round W + s B A once; the adapter's forward adds x W + s (x A) B
+
+
+def export(checkpoint: str, out: str, merge_lora: bool = False) -> float:
+    """Copy the actor's files to `out` (new or empty) and return the verified logit difference. A LoRA
+    run's actor is its adapter folder (loads with peft on its base model); `merge_lora` writes the
+    plain merged model instead (loads with AutoModelForCausalLM alone)."""
+    from hybridrl.models.lora import is_adapter_folder
+
     src = actor_folder(checkpoint)
     if os.path.exists(out) and os.listdir(out):
         raise HybridRLError(f"{out} exists and is not empty; give a new folder")
-    shutil.copytree(src, out, dirs_exist_ok=True)
+    if merge_lora and not is_adapter_folder(src):
+        raise HybridRLError(f"--merge-lora: {src} holds a whole model, not a LoRA adapter (the run had "
+                            "actor_rollout_ref.model.lora_rank=0); export it without --merge-lora")
+    if merge_lora:
+        _write_merged(src, out)
+    else:
+        shutil.copytree(src, out, dirs_exist_ok=True)
     diff = max_logit_difference(src, out)
-    if diff != 0.0:
+    if diff > (MERGE_TOLERANCE if merge_lora else 0.0):
         raise HybridRLError(f"the exported model in {out} differs from {src}: max |logit difference| = {diff:g}")
     return diff

@@ -51,7 +51,9 @@ class RewardOutput:
 
 def on_last_token(values: Tensor, response_mask: Tensor) -> Tensor:
     """Outcome reward as token rewards: values [N] on each response's last token; [N, T], 0 elsewhere."""
-    last = (response_mask.sum(-1) - 1).clamp(min=0)  # [N] index of the last generated token
+    # [N] index of the last generated token: the last 1 of the mask, which in a multi-turn response
+    # (tool tokens masked 0) is not the count of 1s minus one
+    last = (torch.arange(response_mask.shape[1]) * response_mask.cpu().bool()).argmax(-1)
     out = torch.zeros(response_mask.shape, dtype=torch.float32)
     out[torch.arange(len(values)), last] = values.float()
     return out * response_mask
@@ -76,6 +78,8 @@ class RewardManager:
         self.use_rules = reward_model is None or settings.rule_weight != 0
 
     def decode(self, rollout: Rollout) -> list[str]:
+        """The model's own tokens of each response; a multi-turn response's tool turns are left out,
+        so a tool's output earns reward only when the model writes the answer itself."""
         ids = [row[mask.bool()].tolist() for row, mask in zip(rollout.response_ids, rollout.response_mask)]
         return self.tokenizer.batch_decode(ids, skip_special_tokens=True)
 

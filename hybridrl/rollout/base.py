@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Iterable, Optional
 
 import torch
 from torch import Tensor
@@ -28,6 +28,10 @@ class Generation:
     response_ids: Tensor  # [N, T] right-padded with the pad id; T <= max_new_tokens (longest response)
     response_mask: Tensor  # [N, T] 1 on generated tokens, EOS included
     log_probs: Tensor  # [N, T] log-softmax(logits / temperature) at the chosen token; 0 on padding
+    # multi-turn (rollout/multi_turn.py) only: [N, T] 1 on every response token, tool tokens included;
+    # None: response_mask
+    attention_mask: Optional[Tensor] = None
+    stats: Optional[dict[str, Tensor]] = None  # multi-turn only: name -> [N] per-row counts (turns, tool calls)
 
 
 class RolloutEngine(ABC):
@@ -69,4 +73,4 @@ def generate_rollout(engine: RolloutEngine, prompts: PromptBatch, n: int, sampli
     out = engine.generate(repeated.input_ids, repeated.attention_mask, sampling, sample_ids_of(prompts.index, n),
                           stream)
     uid = torch.arange(len(prompts.index)).repeat_interleave(n)
-    return Rollout(repeated, out.response_ids, out.response_mask, out.log_probs, uid)
+    return Rollout(repeated, out.response_ids, out.response_mask, out.log_probs, uid, out.attention_mask, out.stats)

@@ -20,8 +20,18 @@ from torch import Tensor
 FAMILY = ("qwen2", "llama", "mistral")
 
 
+def unwrapped(module):
+    """The HF model inside a peft wrapper (LoRA), else `module` itself."""
+    return module.get_base_model() if hasattr(module, "get_base_model") else module
+
+
 def supports(module) -> bool:
-    """A plain Llama-family decoder: full attention, default rotary, SiLU MLP, no extra norms."""
+    """A plain Llama-family decoder: full attention, default rotary, SiLU MLP, no extra norms. LoRA
+    adapters are read merged into the projections they adapt (models/lora.effective_weight); on the
+    embeddings or the LM head they are not, so such a model takes the module's own forward."""
+    module = unwrapped(module)
+    if hasattr(module.get_input_embeddings(), "base_layer") or hasattr(module.get_output_embeddings(), "base_layer"):
+        return False
     c = getattr(module, "config", None)
     if c is None or c.model_type not in FAMILY or getattr(c, "hidden_act", None) != "silu":
         return False
@@ -38,6 +48,9 @@ class LeanDecoder:
     """Weights of `module` arranged for decode steps, and the KV cache for [N, max_len] positions."""
 
     def __init__(self, module, batch: int, max_len: int):
+        from hybridrl.models.lora import effective_weight as w  # W, or W + s B A under a LoRA adapter
+
+        module = unwrapped(module)
         c, m = module.config, module.model
         self.n_heads, self.n_kv = c.num_attention_heads, c.num_key_value_heads
         self.head_dim = getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads
@@ -51,9 +64,9 @@ class LeanDecoder:
             if a.q_proj.bias is not None:
                 qkv_b = torch.cat([a.q_proj.bias, a.k_proj.bias, a.v_proj.bias])
             self.layers.append((layer.input_layernorm.weight,
-                                torch.cat([a.q_proj.weight, a.k_proj.weight, a.v_proj.weight]), qkv_b,
-                                a.o_proj.weight, a.o_proj.bias, layer.post_attention_layernorm.weight,
-                                torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight]), mlp.down_proj.weight))
+                                torch.cat([w(a.q_proj), w(a.k_proj), w(a.v_proj)]), qkv_b,
+                                w(a.o_proj), a.o_proj.bias, layer.post_attention_layernorm.weight,
+                                torch.cat([w(mlp.gate_proj), w(mlp.up_proj)]), w(mlp.down_proj)))
         p = self.embed
         shape = (batch, self.n_kv, max_len, self.head_dim)
         self.keys = [torch.zeros(shape, dtype=p.dtype, device=p.device) for _ in m.layers]

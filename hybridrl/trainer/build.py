@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass
 from typing import Optional
@@ -38,10 +39,12 @@ from hybridrl.models.loading import (
     resolve_model_path,
     weights_bytes,
 )
+from hybridrl.models.lora import LoraSettings, apply_lora, base_policy, plain_state_dict
 from hybridrl.rewards.manager import OverlongBuffer, RewardManager, RewardSettings
 from hybridrl.rewards.pool import FunctionRef, ScoringPool
 from hybridrl.rollout.base import SamplingParams
 from hybridrl.rollout.hf import HFRolloutEngine
+from hybridrl.rollout.multi_turn import with_tools
 from hybridrl.trainer.checkpoint import (
     ResumePoint,
     check_output_dir,
@@ -140,10 +143,15 @@ def build_policy(cfg: RLConfig, plan: BatchPlan, tokenizer, total: int, dp: Data
     device = cfg.trainer.device
     module = load_causal_lm(arr.model.path, device)
     check_context_length(module, d.max_prompt_length, d.max_response_length)
+    if arr.model.lora_rank > 0:  # only the adapters train; the base weights are frozen (models/lora.py)
+        with torch.random.fork_rng():  # the new A matrices' init depends on the seed only, not on earlier draws
+            torch.manual_seed(cfg.trainer.seed)
+            module = apply_lora(module, lora_settings(cfg))
     sharding = make_sharding(actor.strategy, dp, device)
     module = sharding.wrap(module)  # before the optimizer: it must hold the (sharded) parameters
-    optimizer, scheduler = _optimizer(module.parameters(), actor.optim, total)
-    engine = _engine(cfg, module, tokenizer, sharding)
+    trainable = [p for p in module.parameters() if p.requires_grad]  # frozen weights get no AdamW state
+    optimizer, scheduler = _optimizer(trainable, actor.optim, total)
+    engine = with_tools(_engine(cfg, module, tokenizer, sharding), tokenizer, arr.rollout.multi_turn)
     settings = UpdateSettings(
         mini_batch_size=plan.mini_batch_responses_per_worker, micro_batch_size=plan.micro_batch_responses_per_worker,
         ppo_epochs=actor.ppo_epochs, shuffle=actor.shuffle, loss_mode=actor.policy_loss.loss_mode,
@@ -178,7 +186,8 @@ def _engine(cfg: RLConfig, module, tokenizer, sharding):
         max_num_seqs=rollout.max_num_seqs, dtype=rollout.dtype, enforce_eager=rollout.enforce_eager,
         gpu_memory_utilization=rollout.gpu_memory_utilization, cpu_kv_cache_gb=rollout.cpu_kv_cache_gb, device=tr.device,
         sleep=rollout.free_cache_engine and tr.device == "cuda", engine_kwargs=dict(rollout.engine_kwargs.vllm))
-    return VLLMRolloutEngine(settings, eos, tokenizer.pad_token_id, sharding.full_state_dict(module), seed=seed)
+    weights = plain_state_dict(module, sharding.full_state_dict(module))  # LoRA: merged, with the base's names
+    return VLLMRolloutEngine(settings, eos, tokenizer.pad_token_id, weights, seed=seed)
 
 
 def build_critic(cfg: RLConfig, total: int, dp: DataParallel = SINGLE) -> Critic:
@@ -198,11 +207,25 @@ def build_critic(cfg: RLConfig, total: int, dp: DataParallel = SINGLE) -> Critic
     return Critic(module, optimizer, scheduler, settings, seed=cfg.trainer.seed, sharding=sharding)
 
 
-def build_reference(cfg: RLConfig) -> Reference:
-    """A frozen copy of the initial weights, built only when a KL term needs it."""
+def build_reference(cfg: RLConfig, policy: Optional[Policy] = None) -> Reference:
+    """A frozen copy of the initial weights, built only when a KL term needs it. With LoRA the
+    policy's own module with its adapter off (the base model, also with lora_adapter_path): no copy."""
     arr = cfg.actor_rollout_ref
-    return Reference(load_causal_lm(arr.model.path, cfg.trainer.device), arr.rollout.temperature,
-                     arr.ref.log_prob_micro_batch_size_per_gpu, arr.model.share_prompt_prefix)
+    settings = (arr.rollout.temperature, arr.ref.log_prob_micro_batch_size_per_gpu, arr.model.share_prompt_prefix)
+    if arr.model.lora_rank > 0:
+        if policy is None:
+            raise ValueError("a LoRA reference is the policy's module: pass the policy")
+        return Reference(policy.module, *settings, view=functools.partial(base_policy, policy.module))
+    return Reference(load_causal_lm(arr.model.path, cfg.trainer.device), *settings)
+
+
+def lora_settings(cfg: RLConfig) -> LoraSettings:
+    m = cfg.actor_rollout_ref.model
+    targets = list(m.target_modules)
+    return LoraSettings(m.lora_rank, m.lora_alpha, "all-linear" if targets == ["all-linear"] else targets,
+                        list(m.exclude_modules) or None,
+                        resolve_model_path(m.lora_adapter_path, "actor_rollout_ref.model.lora_adapter_path")
+                        if m.lora_adapter_path else None)
 
 
 def build_reward_model(cfg: RLConfig, tokenizer) -> RewardModel:
@@ -257,7 +280,7 @@ def build_run(cfg: RLConfig, plan: BatchPlan, log=print) -> RLRun:
         reward_model = roles.reward_model  # None: built in this process when enabled
     else:
         policy = build_policy(cfg, plan, tokenizer, total)
-        reference = build_reference(cfg) if needs_reference(cfg) else None
+        reference = build_reference(cfg, policy) if needs_reference(cfg) else None
         critic = build_critic(cfg, total) if needs_critic(cfg) else None
         workers = reward_model = None
     kc = alg.kl_ctrl

@@ -19,8 +19,10 @@ def generation_rows(rollout: Rollout, out: RewardOutput, tokenizer, advantages: 
     p = rollout.prompts
     prompts = tokenizer.batch_decode([ids[m.bool()].tolist() for ids, m in zip(p.input_ids, p.attention_mask)],
                                      skip_special_tokens=False)
+    multi_turn = rollout.response_attention_mask is not None  # show the tool turns and their chat markers too
     responses = tokenizer.batch_decode(
-        [ids[m.bool()].tolist() for ids, m in zip(rollout.response_ids, rollout.response_mask)], skip_special_tokens=True)
+        [ids[m.bool()].tolist() for ids, m in zip(rollout.response_ids, rollout.response_attention())],
+        skip_special_tokens=not multi_turn)
     rows = []
     for i, (prompt, response) in enumerate(zip(prompts, responses)):
         row = {"input": prompt, "output": response, "gts": p.ground_truth[i], "score": float(out.scores[i]),
@@ -28,6 +30,8 @@ def generation_rows(rollout: Rollout, out: RewardOutput, tokenizer, advantages: 
                "response_length": int(rollout.response_mask[i].sum())}
         if advantages is not None:
             row["advantage"] = advantages[i]
+        if rollout.turn_stats is not None:
+            row.update({k: int(v[i]) for k, v in rollout.turn_stats.items() if bool(v[i])})
         if i < len(out.details):
             row.update({k: v for k, v in out.details[i].items() if k not in row and _jsonable(v)})
         rows.append(row)

@@ -50,12 +50,15 @@ def data_metrics(rollout: Rollout, reward: RewardOutput, token_rewards: Tensor, 
         **_stats("critic/advantages", adv.advantages[mask]),
         **_stats("critic/returns", adv.returns[mask]),
         **_stats("response_length", lengths),
-        "response_length/clip_ratio": (lengths >= max_response_length).float().mean().item(),
+        # a multi-turn response's budget counts its tool tokens too
+        "response_length/clip_ratio": (rollout.response_attention().sum(-1) >= max_response_length).float().mean().item(),
         **_stats("prompt_length", rollout.prompts.attention_mask.sum(-1)),
         "reward/accuracy": reward.scores.mean().item(),  # the scorers' values before shaping
         "reward/errors": float(reward.errors.sum()),  # responses whose scorer failed (on_error=zero scored them 0)
     }
     out.update(signal_metrics(rollout, reward.rewards, lengths))
+    if rollout.turn_stats is not None:
+        out.update(multi_turn_metrics(rollout.turn_stats))
     if bool((reward.overlong_penalty != 0).any()):
         out["reward/overlong_penalty/mean"] = reward.overlong_penalty.mean().item()
         out["reward/overlong_penalty/frac"] = (reward.overlong_penalty != 0).float().mean().item()
@@ -64,6 +67,17 @@ def data_metrics(rollout: Rollout, reward: RewardOutput, token_rewards: Tensor, 
     if values is not None:
         out.update(_stats("critic/values", values[mask]))
         out["critic/vf_explained_var"] = explained_variance(values, adv.returns, rollout.response_mask)
+    return out
+
+
+def multi_turn_metrics(stats: dict[str, Tensor]) -> dict[str, float]:
+    """Tool use of a multi-turn batch (stats: name -> [N] per-response counts, rollout/multi_turn.py):
+    `num_turns/{min,max,mean}` (model turns), `tool_call_counts/{min,max,mean}` (tool calls run per
+    response), `tool_call_counts/<tool>` and `tool_errors/<kind>` (totals over the batch)."""
+    calls = [v for k, v in stats.items() if k.startswith("tool_call_counts/")]
+    per_response = torch.stack(calls).sum(0) if calls else torch.zeros_like(stats["num_turns"])
+    out = {**_stats("num_turns", stats["num_turns"]), **_stats("tool_call_counts", per_response)}
+    out.update({k: float(v.sum()) for k, v in stats.items() if k != "num_turns"})
     return out
 
 
@@ -84,7 +98,7 @@ def signal_metrics(rollout: Rollout, rewards: Tensor, lengths: Tensor) -> dict[s
 
 def throughput_metrics(rollout: Rollout, step_seconds: float, world_size: int) -> dict[str, float]:
     """Tokens (prompt + response) processed per second per worker, as verl counts them."""
-    tokens = int(rollout.prompts.attention_mask.sum() + rollout.response_mask.sum())
+    tokens = int(rollout.prompts.attention_mask.sum() + rollout.response_attention().sum())
     return {
         "perf/total_num_tokens": float(tokens),
         "perf/time_per_step": step_seconds,
@@ -114,7 +128,7 @@ def actor_mfu(shape: ModelShape, rollout: Rollout, ppo_epochs: int, seconds: flo
     holding whole groups computes (a group split over micro-batches computes more, so the figure
     errs low, never above the truth)."""
     dims = (shape.n_matmul, shape.n_layers, shape.width)
-    prompt, response = rollout.prompts.attention_mask.sum(-1), rollout.response_mask.sum(-1)
+    prompt, response = rollout.prompts.attention_mask.sum(-1), rollout.response_attention().sum(-1)
     if share_prompts:
         flops = ppo_epochs * shared_prompt_training_flops(prompt, response, rollout.uid, *dims)
     else:

@@ -18,6 +18,7 @@ from hybridrl.batch import PromptBatch, Rollout, Sequences, TrainBatch, split, t
 from hybridrl.distributed.sharding import Replicated, Sharding
 from hybridrl.models.flops import ModelShape
 from hybridrl.models.forward import batched_log_probs, response_log_probs
+from hybridrl.models.lora import is_lora, load_adapter_weights, plain_state_dict
 from hybridrl.rollout.base import RolloutEngine, SamplingParams, generate_rollout
 from hybridrl.workers.update_loop import UpdatingWorker, clip_and_step
 
@@ -68,8 +69,9 @@ class Policy(UpdatingWorker[TrainBatch]):
         return self.sharding.gathered(self.module) if self.engine.shares_weights else contextlib.nullcontext()
 
     def sync_engine(self) -> None:
-        """The current weights into an engine with its own copy (under fsdp2 a collective: every rank)."""
-        self.engine.load_weights(self.sharding.full_state_dict(self.module).items())
+        """The current weights into an engine with its own copy (under fsdp2 a collective: every rank);
+        with LoRA the merged base + adapter weights, under the base model's names."""
+        self.engine.load_weights(plain_state_dict(self.module, self.sharding.full_state_dict(self.module)).items())
 
     def update(self, batch: TrainBatch) -> dict[str, float]:
         metrics = super().update(batch)
@@ -80,7 +82,11 @@ class Policy(UpdatingWorker[TrainBatch]):
         return metrics
 
     def load_pretrained(self, folder: str) -> None:
-        super().load_pretrained(folder)
+        """Weights of a checkpoint's actor/ folder: a HF folder, or with LoRA the adapter folder."""
+        if is_lora(self.module):
+            load_adapter_weights(self.module, folder)
+        else:
+            super().load_pretrained(folder)
         if not self.engine.shares_weights:  # a resumed run samples with the checkpoint's weights
             self.sync_engine()
 
