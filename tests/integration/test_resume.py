@@ -4,7 +4,6 @@ transformers, and unusable output folders fail before training."""
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import shutil
@@ -16,37 +15,12 @@ import time
 import pytest
 import torch
 
-from hybridrl.config.loader import load_config
-from hybridrl.config.schema import RLConfig
-from hybridrl.config.validate import validate_rl_config
 from hybridrl.errors import ConfigError
 from hybridrl.trainer import checkpoint
-from hybridrl.trainer.build import build_run
-from hybridrl.trainer.rl import RLTrainer
+
+from run_helpers import metrics, overrides, train  # tests/integration/run_helpers.py
 
 pytestmark = pytest.mark.slow
-
-UNTIMED = ("timing_s/", "timing_per_token_ms/", "perf/")  # wall-clock and memory metrics differ between runs; everything else must not
-
-
-def overrides(arith_data, run_dir, steps: int, *extra: str) -> list[str]:
-    return [f"data.train_files={arith_data['train']}", f"data.val_files={arith_data['val']}", "data.val_max_samples=16",
-            "data.train_batch_size=8", "actor_rollout_ref.actor.ppo_mini_batch_size=4",
-            "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=16", "actor_rollout_ref.rollout.n=4",
-            f"trainer.total_training_steps={steps}", "trainer.test_freq=3", "trainer.logger=[file]",
-            f"trainer.default_local_dir={run_dir}", *extra]
-
-
-def train(args: list[str], log=lambda *_: None):
-    cfg = load_config(RLConfig, None, args)
-    run = build_run(cfg, validate_rl_config(cfg), log=log)
-    summary = RLTrainer(run, log=log).fit()
-    return run, summary
-
-
-def metrics(run_dir) -> list[dict]:
-    rows = [json.loads(line) for line in open(os.path.join(run_dir, "metrics.jsonl"))]
-    return [{k: v for k, v in r.items() if not k.startswith(UNTIMED)} for r in rows]
 
 
 def cli_cmd(args: list[str]) -> list[str]:

@@ -4,8 +4,6 @@ still learns."""
 
 from __future__ import annotations
 
-import json
-import os
 import shutil
 import subprocess
 import sys
@@ -13,14 +11,11 @@ import sys
 import pytest
 import torch
 
-from hybridrl.config.loader import load_config
-from hybridrl.config.schema import RLConfig
-from hybridrl.config.validate import validate_rl_config
 from hybridrl.models.forward import batched_log_probs
 from hybridrl.models.loading import load_causal_lm
 from hybridrl.trainer import checkpoint
-from hybridrl.trainer.build import build_run
-from hybridrl.trainer.rl import RLTrainer
+
+from run_helpers import metrics, overrides, train  # tests/integration/run_helpers.py
 
 pytestmark = pytest.mark.slow
 pytest.importorskip("peft")
@@ -28,30 +23,6 @@ pytest.importorskip("peft")
 LORA = ["actor_rollout_ref.model.lora_rank=8", "actor_rollout_ref.model.lora_alpha=16",
         "actor_rollout_ref.actor.optim.lr=3e-3"]
 IDS = torch.tensor([[1, 5, 9, 40, 41, 7, 300]])
-
-
-UNTIMED = ("timing_s/", "timing_per_token_ms/", "perf/")  # wall-clock and memory metrics differ between runs
-
-
-def overrides(arith_data, run_dir, steps: int, *extra: str) -> list[str]:
-    """A small fast run (the shape of tests/integration/test_resume.py's)."""
-    return [f"data.train_files={arith_data['train']}", f"data.val_files={arith_data['val']}", "data.val_max_samples=16",
-            "data.train_batch_size=8", "actor_rollout_ref.actor.ppo_mini_batch_size=4",
-            "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=16", "actor_rollout_ref.rollout.n=4",
-            f"trainer.total_training_steps={steps}", "trainer.test_freq=3", "trainer.logger=[file]",
-            f"trainer.default_local_dir={run_dir}", *extra]
-
-
-def metrics(run_dir) -> list[dict]:
-    rows = [json.loads(line) for line in open(os.path.join(run_dir, "metrics.jsonl"))]
-    return [{k: v for k, v in r.items() if not k.startswith(UNTIMED)} for r in rows]
-
-
-def train(args: list[str], log=lambda *_: None, before_fit=lambda run: None):
-    cfg = load_config(RLConfig, None, args)
-    run = build_run(cfg, validate_rl_config(cfg), log=log)
-    before_fit(run)
-    return run, RLTrainer(run, log=log).fit()
 
 
 def test_only_the_adapters_change_and_the_reference_is_the_base_model(arith_data, tmp_path):

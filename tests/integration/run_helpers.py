@@ -1,0 +1,36 @@
+"""Small, fast GRPO runs on the arithmetic fixture data, shared by the resume and LoRA tests."""
+
+from __future__ import annotations
+
+import json
+import os
+
+from hybridrl.config.loader import load_config
+from hybridrl.config.schema import RLConfig
+from hybridrl.config.validate import validate_rl_config
+from hybridrl.trainer.build import build_run
+from hybridrl.trainer.rl import RLTrainer
+
+UNTIMED = ("timing_s/", "timing_per_token_ms/", "perf/")  # wall-clock and memory metrics differ between runs; everything else must not
+
+
+def overrides(arith_data, run_dir, steps: int, *extra: str) -> list[str]:
+    return [f"data.train_files={arith_data['train']}", f"data.val_files={arith_data['val']}", "data.val_max_samples=16",
+            "data.train_batch_size=8", "actor_rollout_ref.actor.ppo_mini_batch_size=4",
+            "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=16", "actor_rollout_ref.rollout.n=4",
+            f"trainer.total_training_steps={steps}", "trainer.test_freq=3", "trainer.logger=[file]",
+            f"trainer.default_local_dir={run_dir}", *extra]
+
+
+def train(args: list[str], log=lambda *_: None, before_fit=lambda run: None):
+    """(run, summary) of a whole run; `before_fit(run)` sees the built run first."""
+    cfg = load_config(RLConfig, None, args)
+    run = build_run(cfg, validate_rl_config(cfg), log=log)
+    before_fit(run)
+    return run, RLTrainer(run, log=log).fit()
+
+
+def metrics(run_dir) -> list[dict]:
+    """Every logged row of a run, without its timing metrics."""
+    rows = [json.loads(line) for line in open(os.path.join(run_dir, "metrics.jsonl"))]
+    return [{k: v for k, v in r.items() if not k.startswith(UNTIMED)} for r in rows]
