@@ -213,6 +213,24 @@ def _trainable(role: str, d: ModelDims, shards: int) -> dict[str, int]:
             f"{role} AdamW moments": 2 * FP32 * per_rank}
 
 
+def lora_params(d: ModelDims, rank: int, targets: list[str], exclude: list[str]) -> int:
+    """LoRA adapter parameters: r·(in + out) for each adapted linear layer of each decoder layer.
+    Llama-family module names; `all-linear` adapts all seven of them (peft never adapts the LM head)."""
+    attn = d.heads * d.head_dim
+    shapes = {"q_proj": (d.hidden, attn), "k_proj": (d.hidden, d.kv_heads * d.head_dim),
+              "v_proj": (d.hidden, d.kv_heads * d.head_dim), "o_proj": (attn, d.hidden),
+              "gate_proj": (d.hidden, d.intermediate), "up_proj": (d.hidden, d.intermediate),
+              "down_proj": (d.intermediate, d.hidden)}
+    names = (set(shapes) if list(targets) == ["all-linear"] else set(targets)) - set(exclude)
+    return d.layers * sum(rank * (i + o) for name, (i, o) in shapes.items() if name in names)
+
+
+def _lora_trainable(d: ModelDims, adapter: int) -> dict[str, int]:
+    """LoRA: the frozen base weights and the adapters; gradients and AdamW moments of the adapters only."""
+    return {"policy weights": FP32 * (d.params + adapter), "policy gradients": FP32 * adapter,
+            "policy AdamW moments": 2 * FP32 * adapter}
+
+
 def _gathered(role: str, d: ModelDims, shards: int) -> dict[str, int]:
     """No-gradient passes of a sharded role run on a full copy of its weights (sharding.gathered)."""
     return {f"{role} gathered weights": FP32 * d.params} if shards > 1 else {}
@@ -243,10 +261,11 @@ def _update_phase(role: str, knob: str, d: ModelDims, plan: BatchPlan, shards: i
     return Phase(f"{role} update", parts, knob, b, plan.mini_batch_responses_per_worker)
 
 
-def _optimizer_phase(role: str, d: ModelDims, shards: int) -> Phase:
-    """torch's AdamW (foreach by default on CUDA) materializes sqrt(v) of every parameter at once: one
-    fp32 copy during the step (on the CPU its per-tensor loop needs only the largest tensor's)."""
-    return Phase(f"{role} optimizer step", {"AdamW step temporaries": FP32 * -(-d.params // shards)})
+def _optimizer_phase(role: str, d: ModelDims, shards: int, trained: int | None = None) -> Phase:
+    """torch's AdamW (foreach by default on CUDA) materializes sqrt(v) of every trained parameter at once
+    (`trained`, default all of them): one fp32 copy during the step (on the CPU its per-tensor loop needs
+    only the largest tensor's)."""
+    return Phase(f"{role} optimizer step", {"AdamW step temporaries": FP32 * -(-(trained or d.params) // shards)})
 
 
 # ---- what each pool holds and does ---------------------------------------------------------------
@@ -334,20 +353,24 @@ def _policy_parts(cfg: RLConfig, plan: BatchPlan) -> tuple[dict[str, int], tuple
     arr, world, (s, t) = cfg.actor_rollout_ref, plan.world_size, _lengths(cfg)
     d = _dims(arr.model.path, "actor_rollout_ref.model.path")
     shards = _shards(arr.actor.strategy, world)
-    resident, phases = _trainable("policy", d, shards), [_rollout_phase(cfg, d, world, shards)]
+    m = arr.model
+    adapter = lora_params(d, m.lora_rank, m.target_modules, m.exclude_modules) if m.lora_rank > 0 else None
+    resident = _lora_trainable(d, adapter) if adapter else _trainable("policy", d, shards)
+    phases = [_rollout_phase(cfg, d, world, shards)]
     resident.update(_vllm_engine(cfg, d))
     rows = -(-plan.responses_per_step // world)
     if not plan.on_policy or cfg.algorithm.use_kl_in_reward:  # trainer/rl.py recomputes π_old only then
         phases.append(_forward_phase("policy log-probs", "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu",
                                      arr.rollout.log_prob_micro_batch_size_per_gpu, rows, d, s, t,
                                      _gathered("policy", d, shards)))
-    if needs_reference(cfg):  # never sharded
-        resident["reference weights"] = FP32 * d.params
+    if needs_reference(cfg):  # never sharded; with LoRA the policy's own module, adapter off (no copy)
+        if not adapter:
+            resident["reference weights"] = FP32 * d.params
         phases.append(_forward_phase("reference log-probs", "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu",
                                      arr.ref.log_prob_micro_batch_size_per_gpu, rows, d, s, t, {}))
     phases += [_update_phase("policy", "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu", d, plan, shards, s, t,
                              lm_head=True),
-               _optimizer_phase("policy", d, shards)]
+               _optimizer_phase("policy", d, shards, adapter)]
     extras = []
     if needs_critic(cfg) and cfg.critic.n_workers is None:
         extras.append(_critic_parts(cfg, world))

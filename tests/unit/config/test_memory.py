@@ -266,3 +266,32 @@ def test_reward_model_is_counted_where_it_runs(random_model_dir, reward_model_di
     # MLP 3 x 2048, norms 64) + final norm 32 + score head 32 = 31104 params x 4 B
     assert holder.resident["reward model weights"] == 124416
     assert "reward scoring" in [ph.name for ph in holder.phases]
+
+
+def test_lora_counts_adapter_states_and_no_reference_copy(fake_model):
+    pytest.importorskip("peft")
+    (pool,) = report_of(fake_overrides(fake_model, "actor_rollout_ref.model.lora_rank=2")).pools
+    # adapters, r·(in + out) per linear, r = 2: q 2·(8+8) = 32, k 2·(8+4) = 24, v 24, o 32, gate 2·(8+16) = 48,
+    # up 48, down 48 -> 256 per layer, 512 for 2 layers. Weights (1448 + 512) x 4 B = 7840; gradients
+    # 512 x 4 = 2048 and AdamW 2 x 2048 for the adapters only; the reference is the policy, adapter off
+    assert pool.resident == {"policy weights": 7840, "policy gradients": 2048, "policy AdamW moments": 4096}
+    phases = {ph.name: ph.parts for ph in pool.phases}
+    assert phases["policy optimizer step"] == {"AdamW step temporaries": 2048}
+    (only_q,) = report_of(fake_overrides(fake_model, "actor_rollout_ref.model.lora_rank=2",
+                                         "actor_rollout_ref.model.target_modules=[q_proj,down_proj]",
+                                         "actor_rollout_ref.model.exclude_modules=[down_proj]")).pools
+    assert only_q.resident["policy gradients"] == 2 * 32 * 4  # q_proj of 2 layers
+
+
+@pytest.mark.parametrize("targets, exclude", [("all-linear", None), (["q_proj", "v_proj", "down_proj"], None),
+                                              ("all-linear", ["o_proj", "up_proj"])])
+def test_lora_param_count_equals_what_peft_trains(targets, exclude):
+    pytest.importorskip("peft")
+    from hybridrl.config.memory import lora_params
+    from hybridrl.models.loading import load_causal_lm
+    from hybridrl.models.lora import LoraSettings, apply_lora
+
+    model = apply_lora(load_causal_lm("tiny-arith"), LoraSettings(8, 16.0, targets, exclude))
+    trained = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    as_list = ["all-linear"] if targets == "all-linear" else targets
+    assert lora_params(read_model_dims(resolve_model_path("tiny-arith")), 8, as_list, exclude or []) == trained
