@@ -1,9 +1,11 @@
 """Checkpoints that are never half-written, and exact resume.
 
 Layout of `<default_local_dir>/global_step_<N>/`:
-  actor/               a HuggingFace folder (config, generation config, tokenizer, safetensors)
+  actor/               a HuggingFace folder (config, generation config, tokenizer, safetensors); with LoRA
+                       peft's adapter folder (adapter_config.json, adapter_model.safetensors, tokenizer)
   actor_state.pt       optimizer, LR scheduler, mini-batch shuffle generator and rollout sampling counter
-  critic/, critic_state.pt   the same for the value model, when there is one
+  critic/, critic_state.pt   the same for the value model, when there is one (with critic LoRA the adapter
+                       folder holds the adapters and the value head)
   trainer_state.json   step, sampler position (epoch, sample), KL coefficient, python/numpy RNG
   rng_state.pt         torch CPU (and CUDA) RNG
   config.yaml          the resolved config
@@ -268,11 +270,15 @@ def _flat(cfg) -> dict[str, object]:
 
 
 def config_changes(saved_yaml: str, current) -> list[str]:
-    """`key: saved -> now` for every key that differs and could change results."""
+    """`key: saved -> now` for every key that differs and could change results. A key the saved
+    config lacks (added to hybridrl after that run started) is no change while it keeps its
+    default: a new key's default is the behaviour from before it existed."""
     saved, now = _flat(OmegaConf.load(saved_yaml)), _flat(OmegaConf.structured(current))
+    defaults = _flat(OmegaConf.structured(type(current)()))
     keys = sorted(set(saved) | set(now))
     return [f"{k}: {saved.get(k, '<absent>')!r} -> {now.get(k, '<absent>')!r}" for k in keys
-            if saved.get(k) != now.get(k) and k not in RESUME_SAFE_KEYS]
+            if saved.get(k) != now.get(k) and k not in RESUME_SAFE_KEYS
+            and not (k not in saved and k in defaults and now[k] == defaults[k])]
 
 
 def check_output_dir(root: str, need_bytes: int, key: str = "trainer.default_local_dir") -> None:

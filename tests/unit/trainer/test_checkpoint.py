@@ -66,6 +66,16 @@ def test_config_changes_ignore_safe_keys_and_name_the_others(tmp_path):
         "actor_rollout_ref.actor.optim.lr: 0.0002 -> 0.001", "actor_rollout_ref.rollout.n: 8 -> 4"]
 
 
+def test_keys_added_since_a_checkpoint_are_no_change_at_their_defaults(tmp_path):
+    saved = tmp_path / "config.yaml"
+    old = OmegaConf.create(OmegaConf.to_container(OmegaConf.structured(load_config(RLConfig, None, []))))
+    del old.critic.model["lora_rank"]  # a run saved before the key existed
+    OmegaConf.save(old, saved)
+    assert checkpoint.config_changes(str(saved), load_config(RLConfig, None, [])) == []
+    assert checkpoint.config_changes(str(saved), load_config(RLConfig, None, ["critic.model.lora_rank=8"])) == [
+        "critic.model.lora_rank: '<absent>' -> 8"]
+
+
 def test_rng_state_round_trip():
     plain, tensors = checkpoint.rng_state()
     plain = json.loads(json.dumps(plain))  # it is stored as JSON
