@@ -81,10 +81,15 @@ def read_model_dims(folder: str) -> ModelDims:
         vocab=c.vocab_size)
 
 
+def value_head_params(d: ModelDims) -> int:
+    """HF's token-classification head of a value model: Linear(hidden, 1) with a bias."""
+    return d.hidden + 1
+
+
 def value_model_dims(d: ModelDims) -> ModelDims:
-    """The critic built from a causal LM: its lm_head (if stored) replaced by HF's token-classification
-    head, Linear(hidden, 1) with a bias (models/loading.py load_value_model)."""
-    head = d.hidden + 1
+    """The critic built from a causal LM: its lm_head (if stored) replaced by the value head
+    (models/loading.py load_value_model)."""
+    head = value_head_params(d)
     return replace(d, params=d.params - d.head_params + head, root_params=d.root_params - d.head_params + head,
                    head_params=0)
 
@@ -225,10 +230,11 @@ def lora_params(d: ModelDims, rank: int, targets: list[str], exclude: list[str])
     return d.layers * sum(rank * (i + o) for name, (i, o) in shapes.items() if name in names)
 
 
-def _lora_trainable(d: ModelDims, adapter: int) -> dict[str, int]:
-    """LoRA: the frozen base weights and the adapters; gradients and AdamW moments of the adapters only."""
-    return {"policy weights": FP32 * (d.params + adapter), "policy gradients": FP32 * adapter,
-            "policy AdamW moments": 2 * FP32 * adapter}
+def _lora_trainable(role: str, d: ModelDims, trained: int) -> dict[str, int]:
+    """LoRA: the frozen base weights and the `trained` parameters added to them (the adapters, and a value
+    model's head copy that peft trains whole); gradients and AdamW moments of those only."""
+    return {f"{role} weights": FP32 * (d.params + trained), f"{role} gradients": FP32 * trained,
+            f"{role} AdamW moments": 2 * FP32 * trained}
 
 
 def _gathered(role: str, d: ModelDims, shards: int) -> dict[str, int]:
@@ -326,12 +332,22 @@ def _critic_parts(cfg: RLConfig, world: int) -> tuple[dict[str, int], list[Phase
     c = cfg.critic
     d = value_model_dims(_dims(c.model.path or cfg.actor_rollout_ref.model.path, "critic.model.path"))
     plan, shards, (s, t) = critic_batch_plan(cfg), _shards(c.strategy, world), _lengths(cfg)
+    trained = _critic_lora_trained(cfg, d)  # with LoRA, validate.py refuses sharding over ranks: shards is 1 then
     rows = -(-plan.responses_per_step // world)
     phases = [_forward_phase("critic values", "critic.forward_micro_batch_size_per_gpu", c.forward_micro_batch_size_per_gpu,
                              rows, d, s, t, _gathered("critic", d, shards), lm_head=False),
               _update_phase("critic", "critic.ppo_micro_batch_size_per_gpu", d, plan, shards, s, t, lm_head=False),
-              _optimizer_phase("critic", d, shards)]
-    return _trainable("critic", d, shards), phases
+              _optimizer_phase("critic", d, shards, trained)]
+    return (_lora_trainable("critic", d, trained) if trained else _trainable("critic", d, shards)), phases
+
+
+def _critic_lora_trained(cfg: RLConfig, d: ModelDims) -> int | None:
+    """Parameters a LoRA critic trains: its adapters and a copy of the value head (peft's modules_to_save
+    keeps the original, frozen, next to the trained one); None without LoRA."""
+    m = cfg.critic.model
+    if m.lora_rank == 0:
+        return None
+    return lora_params(d, m.lora_rank, m.target_modules, m.exclude_modules) + value_head_params(d)
 
 
 def _reward_parts(cfg: RLConfig, workers: int) -> tuple[dict[str, int], list[Phase]]:
@@ -355,7 +371,7 @@ def _policy_parts(cfg: RLConfig, plan: BatchPlan) -> tuple[dict[str, int], tuple
     shards = _shards(arr.actor.strategy, world)
     m = arr.model
     adapter = lora_params(d, m.lora_rank, m.target_modules, m.exclude_modules) if m.lora_rank > 0 else None
-    resident = _lora_trainable(d, adapter) if adapter else _trainable("policy", d, shards)
+    resident = _lora_trainable("policy", d, adapter) if adapter else _trainable("policy", d, shards)
     phases = [_rollout_phase(cfg, d, world, shards)]
     resident.update(_vllm_engine(cfg, d))
     rows = -(-plan.responses_per_step // world)

@@ -174,6 +174,12 @@ class ActorRolloutRefConfig:
 class CriticModelConfig:
     path: Optional[str] = doc(None, "causal LM the value model starts from, plus a new scalar head "
                                     "(null: actor_rollout_ref.model.path)")
+    lora_rank: int = doc(0, "LoRA rank r of the value model's adapters (0: off, every weight trained); > 0 trains "
+                            "only the adapters and the scalar head (needs pip install 'hybridrl[lora]')")
+    lora_alpha: float = doc(16.0, "critic LoRA scale: the adapter's update is multiplied by lora_alpha / lora_rank")
+    target_modules: list[str] = doc(["all-linear"], "critic modules that get LoRA adapters: all-linear (every linear "
+                                                    "layer but the value head) or a list of names, e.g. [q_proj,v_proj]")
+    exclude_modules: list[str] = doc([], "critic module names never adapted, e.g. [down_proj] ([]: none)")
 
 
 @dataclass

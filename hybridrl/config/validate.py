@@ -11,7 +11,7 @@ from hybridrl.algos.policy_losses import POLICY_LOSSES
 from hybridrl.algos.reduce import LOSS_AGG_MODES
 from hybridrl.algos.rollout_correction import ROLLOUT_IS
 from hybridrl.config.plan import BatchPlan, make_batch_plan
-from hybridrl.config.schema import ModelConfig, RLConfig
+from hybridrl.config.schema import CriticModelConfig, ModelConfig, RLConfig
 from hybridrl.data.dataset import TRUNCATION_MODES
 from hybridrl.distributed.sharding import STRATEGIES
 from hybridrl.errors import ConfigError
@@ -152,7 +152,7 @@ def validate_rl_config(cfg: RLConfig) -> BatchPlan:
         raise ConfigError(f"actor_rollout_ref.rollout.max_num_seqs={rollout.max_num_seqs} must be at least 1")
     _check_backend(cfg)
     _check_vllm(cfg)
-    _check_lora(cfg)
+    _check_lora_sections(cfg)
     return make_batch_plan(d.train_batch_size, rollout.n, actor.ppo_mini_batch_size, actor.ppo_micro_batch_size_per_gpu,
                            actor.ppo_epochs, tr.n_gpus_per_node * tr.nnodes)
 
@@ -189,14 +189,30 @@ def _check_backend(cfg: RLConfig) -> None:
                           "'hybridrl[ray]'), or set trainer.backend=local")
 
 
-def _check_lora(cfg: RLConfig) -> None:
-    """actor_rollout_ref.model.lora_* (LoRA on the policy, models/lora.py)."""
-    m, key = cfg.actor_rollout_ref.model, "actor_rollout_ref.model"
+LORA_KEYS = ("lora_alpha", "target_modules", "exclude_modules", "lora_adapter_path")  # used only when lora_rank > 0
+
+
+def _check_lora_sections(cfg: RLConfig) -> None:
+    """LoRA on the policy (actor_rollout_ref.model.lora_*) and on the value model (critic.model.lora_*)."""
+    tr, arr = cfg.trainer, cfg.actor_rollout_ref
+    _check_lora(arr.model, "actor_rollout_ref.model", "actor_rollout_ref.actor.strategy", arr.actor.strategy,
+                tr.n_gpus_per_node * tr.nnodes)
+    if needs_critic(cfg):  # like every critic.* key, read only when there is a critic
+        _check_lora(cfg.critic.model, "critic.model", "critic.strategy", cfg.critic.strategy, critic_world_size(cfg))
+
+
+def _changed_lora_keys(m: ModelConfig | CriticModelConfig) -> list[str]:
+    """The section's LoRA keys set away from their defaults (the critic's section has no lora_adapter_path)."""
+    defaults = type(m)()
+    return [k for k in LORA_KEYS if hasattr(m, k) and getattr(m, k) != getattr(defaults, k)]
+
+
+def _check_lora(m: ModelConfig | CriticModelConfig, key: str, strategy_key: str, strategy: str, world: int) -> None:
+    """One model section's lora_* keys (models/lora.py). `key` names the section in errors; `strategy_key`,
+    `strategy` and `world` are the role's sharding key, its value and its data-parallel ranks."""
     if m.lora_rank < 0:
         raise ConfigError(f"{key}.lora_rank={m.lora_rank} must be >= 0 (0: LoRA off; e.g. 32 turns it on)")
-    defaults = ModelConfig()
-    changed = [k for k in ("lora_alpha", "target_modules", "exclude_modules", "lora_adapter_path")
-               if getattr(m, k) != getattr(defaults, k)]
+    changed = _changed_lora_keys(m)
     if m.lora_rank == 0:
         if changed:
             raise ConfigError(f"{', '.join(f'{key}.{k}' for k in changed)} only apply to LoRA, which is off "
@@ -212,14 +228,12 @@ def _check_lora(cfg: RLConfig) -> None:
     if importlib.util.find_spec("peft") is None:
         raise ConfigError(f"{key}.lora_rank={m.lora_rank} needs the peft package: pip install 'hybridrl[lora]', "
                           f"or set {key}.lora_rank=0")
-    if m.lora_adapter_path is not None:
+    if isinstance(m, ModelConfig) and m.lora_adapter_path is not None:  # only the policy starts from a saved adapter
         _check_adapter_path(m, [k for k in changed if k in ("target_modules", "exclude_modules")])
-    world = cfg.trainer.n_gpus_per_node * cfg.trainer.nnodes
-    if cfg.actor_rollout_ref.actor.strategy in ("fsdp2", "fsdp") and world > 1:
-        raise ConfigError(f"{key}.lora_rank > 0 with actor_rollout_ref.actor.strategy="
-                          f"{cfg.actor_rollout_ref.actor.strategy} is not supported yet (LoRA with FSDP2 has not "
-                          "been tested here); use actor_rollout_ref.actor.strategy=ddp: only the adapters have "
-                          "gradients and optimizer state, so each worker holding the base weights is the cost")
+    if strategy in ("fsdp2", "fsdp") and world > 1:
+        raise ConfigError(f"{key}.lora_rank > 0 with {strategy_key}={strategy} is not supported yet (LoRA with FSDP2 "
+                          f"has not been tested here); use {strategy_key}=ddp: only the adapters have gradients and "
+                          "optimizer state, so each worker holding the base weights is the cost")
 
 
 def _check_adapter_path(m, changed: list[str]) -> None:

@@ -1,9 +1,12 @@
-"""LoRA (Hu et al. 2021, "LoRA: Low-Rank Adaptation of Large Language Models") on the policy, with `peft`.
+"""LoRA (Hu et al. 2021, "LoRA: Low-Rank Adaptation of Large Language Models") on the policy and on
+the critic (PPO's value model), with `peft`.
 
 A LoRA layer computes W x + s B A x, with the base weight W [out, in] frozen, A [r, in] and
 B [out, r] trained, and s = lora_alpha / r. What follows from that here:
 - only A and B (and their AdamW moments) are trained and checkpointed: a checkpoint's actor/ is
   peft's adapter folder (adapter_config.json + adapter_model.safetensors);
+- the value model's scalar head is new (random), so no frozen copy of it is useful: it is trained
+  whole next to the adapters (peft's modules_to_save), and saved in the critic's adapter folder;
 - the reference policy is the policy's own module with its adapter switched off (`base_policy`):
   no second copy of the weights;
 - an engine with its own weights (vllm) and `hybridrl export --merge-lora` get the plain model the
@@ -31,15 +34,20 @@ PREFIX = "base_model.model."  # peft's prefix on the wrapped model's parameter n
 INSTALL = "pip install 'hybridrl[lora]' (the peft package)"
 
 
+POLICY_KEY, CRITIC_KEY = "actor_rollout_ref.model", "critic.model"  # the config sections of the lora_* keys
+
+
 @dataclass(frozen=True)
 class LoraSettings:
-    """actor_rollout_ref.model.lora_* (verl's names)."""
+    """actor_rollout_ref.model.lora_* or critic.model.lora_* (verl's names)."""
 
     rank: int  # r, the adapter's inner dimension
     alpha: float  # the update is scaled by alpha / rank
-    target_modules: Union[str, list[str]]  # "all-linear" (every Linear but the LM head) or module names
+    target_modules: Union[str, list[str]]  # "all-linear" (every Linear but the output head) or module names
     exclude_modules: Union[str, list[str], None] = None  # module names (or a regex) never adapted
     adapter_path: Optional[str] = None  # start from this adapter folder instead of B = 0
+    task_type: str = "CAUSAL_LM"  # peft's: CAUSAL_LM (the policy) | TOKEN_CLS (a value model, its head trained whole)
+    key: str = POLICY_KEY  # the config section, named in errors
 
 
 def is_lora(module: torch.nn.Module) -> bool:
@@ -48,22 +56,39 @@ def is_lora(module: torch.nn.Module) -> bool:
 
 
 def apply_lora(module: torch.nn.Module, settings: LoraSettings) -> torch.nn.Module:
-    """`module` wrapped by peft with a trainable adapter; every base parameter frozen.
+    """`module` wrapped by peft with a trainable adapter; every base parameter frozen but, for a
+    value model (task_type TOKEN_CLS), its scalar head, which is trained whole.
 
     Dropout on the adapter is 0: the rollout, the log-prob pass and the update must compute the
-    same policy, or the PPO ratio is not 1 on-policy."""
+    same policy, or the PPO ratio is not 1 on-policy; for the critic, the value forward and the
+    update must compute the same V, which the value clip is anchored on."""
     from peft import LoraConfig, PeftModel, get_peft_model
 
     if settings.adapter_path is not None:
         return PeftModel.from_pretrained(module, settings.adapter_path, is_trainable=True)
+    # peft's TOKEN_CLS model adds its head names to modules_to_save only after injecting the adapters,
+    # so `all-linear` would put an adapter on the head and then fail to wrap it (peft 0.21): name it first
+    heads = [value_head(module)] if settings.task_type == "TOKEN_CLS" else None
     config = LoraConfig(r=settings.rank, lora_alpha=settings.alpha, target_modules=settings.target_modules,
                         exclude_modules=settings.exclude_modules, lora_dropout=0.0, bias="none",
-                        task_type="CAUSAL_LM")
+                        task_type=settings.task_type, modules_to_save=heads)
     try:
         return get_peft_model(module, config)
     except ValueError as e:  # e.g. a target module name the model does not have
-        raise ConfigError(f"actor_rollout_ref.model.target_modules={settings.target_modules!r}: peft cannot apply "
+        raise ConfigError(f"{settings.key}.target_modules={settings.target_modules!r}: peft cannot apply "
                           f"LoRA to this model ({str(e).splitlines()[0]})") from e
+
+
+VALUE_HEADS = ("score", "classifier")  # HF's *ForTokenClassification head: Llama family, GPT-2 / BERT family
+
+
+def value_head(module: torch.nn.Module) -> str:
+    """The name of a value model's scalar head (models/loading.py load_value_model)."""
+    for name in VALUE_HEADS:
+        if isinstance(getattr(module, name, None), torch.nn.Module):
+            return name
+    raise ConfigError(f"{type(module).__name__} has none of the value heads {VALUE_HEADS} that LoRA on the critic "
+                      f"trains whole; set {CRITIC_KEY}.lora_rank=0")
 
 
 @contextlib.contextmanager
@@ -134,20 +159,30 @@ def effective_weight(linear: torch.nn.Module) -> Tensor:
     return weight
 
 
-def load_adapter_weights(module: torch.nn.Module, folder: str) -> None:
-    """An adapter folder's weights into the LoRA module the optimizer already holds (resume)."""
+def load_adapter_weights(module: torch.nn.Module, folder: str, key: str = POLICY_KEY) -> None:
+    """An adapter folder's weights into the LoRA module the optimizer already holds (resume). Every
+    trainable parameter must be in it: the adapters and, for a value model, its head (modules_to_save);
+    `key` is the model's config section, named in errors."""
     from peft import set_peft_model_state_dict
     from safetensors.torch import load_file
 
     path = os.path.join(folder, ADAPTER_WEIGHTS)
     if not os.path.isfile(path):
         raise HybridRLError(f"{folder} has no {ADAPTER_WEIGHTS}: it was not written by a LoRA run; resume with the "
-                            "config that wrote it (actor_rollout_ref.model.lora_rank)")
-    result = set_peft_model_state_dict(module, load_file(path))
-    missing = [k for k in result.missing_keys if ".lora_" in k]
+                            f"config that wrote it ({key}.lora_rank)")
+    try:
+        result = set_peft_model_state_dict(module, load_file(path))
+    except KeyError as e:  # peft looks a wrapped module's (the value head's) weights up by name, and raises
+        raise HybridRLError(_mismatch(folder, [], [e.args[0]])) from e
+    trained = {name for name, p in module.named_parameters() if p.requires_grad}
+    missing = [k for k in result.missing_keys if k in trained]  # frozen base weights are not in an adapter folder
     if result.unexpected_keys or missing:
-        raise HybridRLError(f"{folder}'s adapter does not match the one being trained (unexpected "
-                            f"{result.unexpected_keys[:3]}, missing {missing[:3]}); resume with the config that wrote it")
+        raise HybridRLError(_mismatch(folder, result.unexpected_keys, missing))
+
+
+def _mismatch(folder: str, unexpected: list[str], missing: list[str]) -> str:
+    return (f"{folder}'s adapter does not match the one being trained (unexpected {unexpected[:3]}, missing "
+            f"{missing[:3]}); resume with the config that wrote it")
 
 
 def is_adapter_folder(folder: str) -> bool:

@@ -39,7 +39,7 @@ from hybridrl.models.loading import (
     resolve_model_path,
     weights_bytes,
 )
-from hybridrl.models.lora import LoraSettings, apply_lora, base_policy, plain_state_dict
+from hybridrl.models.lora import CRITIC_KEY, POLICY_KEY, LoraSettings, apply_lora, base_policy, plain_state_dict
 from hybridrl.rewards.manager import OverlongBuffer, RewardManager, RewardSettings
 from hybridrl.rewards.pool import FunctionRef, ScoringPool
 from hybridrl.rollout.base import SamplingParams
@@ -193,13 +193,16 @@ def _engine(cfg: RLConfig, module, tokenizer, sharding):
 def build_critic(cfg: RLConfig, total: int, dp: DataParallel = SINGLE) -> Critic:
     c = cfg.critic
     plan = critic_batch_plan(cfg)
-    with torch.random.fork_rng():  # the new value head's init depends on the seed only
+    with torch.random.fork_rng():  # the new value head's (and A matrices') init depends on the seed only
         torch.manual_seed(cfg.trainer.seed)
         module = load_value_model(c.model.path or cfg.actor_rollout_ref.model.path, "critic.model.path",
                                   cfg.trainer.device)
+        if c.model.lora_rank > 0:  # adapters and the head train; the base weights are frozen (models/lora.py)
+            module = apply_lora(module, critic_lora_settings(cfg))
     sharding = make_sharding(c.strategy, dp, cfg.trainer.device)
     module = sharding.wrap(module)
-    optimizer, scheduler = _optimizer(module.parameters(), c.optim, total)
+    trainable = [p for p in module.parameters() if p.requires_grad]  # frozen weights get no AdamW state
+    optimizer, scheduler = _optimizer(trainable, c.optim, total)
     settings = CriticSettings(
         mini_batch_size=plan.mini_batch_responses_per_worker, micro_batch_size=plan.micro_batch_responses_per_worker,
         forward_micro_batch_size=c.forward_micro_batch_size_per_gpu, ppo_epochs=plan.ppo_epochs, shuffle=c.shuffle,
@@ -220,12 +223,25 @@ def build_reference(cfg: RLConfig, policy: Optional[Policy] = None) -> Reference
 
 
 def lora_settings(cfg: RLConfig) -> LoraSettings:
+    """The policy's LoRA (actor_rollout_ref.model.lora_*)."""
     m = cfg.actor_rollout_ref.model
-    targets = list(m.target_modules)
-    return LoraSettings(m.lora_rank, m.lora_alpha, "all-linear" if targets == ["all-linear"] else targets,
-                        list(m.exclude_modules) or None,
-                        resolve_model_path(m.lora_adapter_path, "actor_rollout_ref.model.lora_adapter_path")
-                        if m.lora_adapter_path else None)
+    adapter = resolve_model_path(m.lora_adapter_path, f"{POLICY_KEY}.lora_adapter_path") if m.lora_adapter_path else None
+    return _lora_settings(m.lora_rank, m.lora_alpha, m.target_modules, m.exclude_modules, adapter_path=adapter)
+
+
+def critic_lora_settings(cfg: RLConfig) -> LoraSettings:
+    """The value model's LoRA (critic.model.lora_*): peft's TOKEN_CLS task, so the scalar head trains whole."""
+    m = cfg.critic.model
+    return _lora_settings(m.lora_rank, m.lora_alpha, m.target_modules, m.exclude_modules, task_type="TOKEN_CLS",
+                          key=CRITIC_KEY)
+
+
+def _lora_settings(rank: int, alpha: float, targets: list[str], exclude: list[str], adapter_path: Optional[str] = None,
+                   task_type: str = "CAUSAL_LM", key: str = POLICY_KEY) -> LoraSettings:
+    """verl's list spelling as peft reads it: ["all-linear"] is peft's "all-linear" string, [] is None."""
+    targets = list(targets)
+    return LoraSettings(rank, alpha, "all-linear" if targets == ["all-linear"] else targets, list(exclude) or None,
+                        adapter_path, task_type, key)
 
 
 def build_reward_model(cfg: RLConfig, tokenizer) -> RewardModel:

@@ -13,6 +13,7 @@ from hybridrl.algos.value_loss import clipped_value_loss
 from hybridrl.batch import Sequences, split, to_device
 from hybridrl.distributed.sharding import Replicated, Sharding
 from hybridrl.models.forward import batched_values, response_values
+from hybridrl.models.lora import CRITIC_KEY
 from hybridrl.workers.update_loop import UpdatingWorker, clip_and_step
 
 
@@ -36,6 +37,11 @@ class CriticBatch:
 
 
 class Critic(UpdatingWorker[CriticBatch]):
+    """V(s_t) of every response token: a full value model, or with critic.model.lora_rank > 0 a frozen
+    base with LoRA adapters and a trained head (models/lora.py); checkpoints and resume as the policy's."""
+
+    model_key = CRITIC_KEY
+
     def __init__(self, module, optimizer, scheduler, settings: CriticSettings, seed: int = 0,
                  sharding: Sharding | None = None):
         self.module, self.optimizer, self.scheduler, self.settings = module, optimizer, scheduler, settings

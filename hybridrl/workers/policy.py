@@ -18,7 +18,7 @@ from hybridrl.batch import PromptBatch, Rollout, Sequences, TrainBatch, split, t
 from hybridrl.distributed.sharding import Replicated, Sharding
 from hybridrl.models.flops import ModelShape
 from hybridrl.models.forward import batched_log_probs, response_log_probs
-from hybridrl.models.lora import is_lora, load_adapter_weights, plain_state_dict
+from hybridrl.models.lora import POLICY_KEY, plain_state_dict
 from hybridrl.rollout.base import RolloutEngine, SamplingParams, generate_rollout
 from hybridrl.workers.update_loop import UpdatingWorker, clip_and_step
 
@@ -46,6 +46,8 @@ class UpdateSettings:
 
 
 class Policy(UpdatingWorker[TrainBatch]):
+    model_key = POLICY_KEY
+
     def __init__(self, module, optimizer, scheduler, engine: RolloutEngine, settings: UpdateSettings, seed: int = 0,
                  sharding: Sharding | None = None):
         self.module, self.optimizer, self.scheduler = module, optimizer, scheduler
@@ -83,10 +85,7 @@ class Policy(UpdatingWorker[TrainBatch]):
 
     def load_pretrained(self, folder: str) -> None:
         """Weights of a checkpoint's actor/ folder: a HF folder, or with LoRA the adapter folder."""
-        if is_lora(self.module):
-            load_adapter_weights(self.module, folder)
-        else:
-            super().load_pretrained(folder)
+        super().load_pretrained(folder)
         if not self.engine.shares_weights:  # a resumed run samples with the checkpoint's weights
             self.sync_engine()
 

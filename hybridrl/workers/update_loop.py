@@ -12,6 +12,7 @@ from hybridrl.batch import num_rows, select, split, to_device
 from hybridrl.distributed.dp import DataParallel
 from hybridrl.distributed.sharding import Sharding
 from hybridrl.models.forward import device_of
+from hybridrl.models.lora import is_lora, load_adapter_weights
 
 B = TypeVar("B")
 
@@ -49,6 +50,7 @@ class UpdatingWorker(Generic[B]):
     scheduler: torch.optim.lr_scheduler.LRScheduler
     shuffle_generator: torch.Generator
     sharding: Sharding  # how the data-parallel ranks hold the weights (distributed/sharding.py)
+    model_key: str  # the role's model section in the config (its lora_rank), named in errors
 
     def _optimizer_step(self, mini: B) -> dict[str, float]:
         raise NotImplementedError
@@ -81,16 +83,21 @@ class UpdatingWorker(Generic[B]):
         return metrics
 
     def save_pretrained(self, folder: str) -> None:
-        """The weights as a HuggingFace folder, written by rank 0 (every rank calls: gathering shards is a collective)."""
+        """The weights as a HuggingFace folder, written by rank 0 (every rank calls: gathering shards is a collective).
+        A LoRA module (peft) writes its adapter folder: the adapters, and the modules it trains whole."""
         state = self.sharding.full_state_dict(self.module)
         if self.sharding.dp.rank == 0:
             self.module.save_pretrained(folder, state_dict=state)
 
     def load_pretrained(self, folder: str) -> None:
-        """Weights from a save_pretrained folder, into the module the optimizer already holds."""
+        """Weights from a save_pretrained folder (with LoRA its adapter folder), into the module the
+        optimizer already holds."""
         from hybridrl.models.loading import load_weights_into
 
-        load_weights_into(self.module, folder, self.sharding.load_full_state_dict)
+        if is_lora(self.module):
+            load_adapter_weights(self.module, folder, self.model_key)
+        else:
+            load_weights_into(self.module, folder, self.sharding.load_full_state_dict)
 
     def state_dict(self) -> dict:
         """Everything but the weights (those go to a HuggingFace folder) that resuming needs."""
