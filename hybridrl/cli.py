@@ -32,9 +32,9 @@ def _add_config_command(sub, name: str, help_text: str, cls) -> None:
 
 
 def _add_eval_command(sub) -> None:
-    from hybridrl.config.schema import DataConfig, RewardModelConfig
+    from hybridrl.config.schema import DataConfig, MultiTurnConfig, RewardModelConfig
 
-    d, rm = DataConfig(), RewardModelConfig()
+    d, rm, mt = DataConfig(), RewardModelConfig(), MultiTurnConfig()
     text = ("validation metrics (reward mean@n, pass@k, ...) of a model or checkpoint on prompt files, plus "
             "diversity of the n samples per prompt and, with --ref, KL to a reference model")
     ev = sub.add_parser("eval", help=text, description=text,
@@ -66,6 +66,15 @@ def _add_eval_command(sub) -> None:
                     help="a failing scorer stops the eval, or scores 0 and is counted (default: %(default)s)")
     ev.add_argument("--custom-reward-path", help="Python file with a verl-style reward function for every row")
     ev.add_argument("--custom-reward-name", default="compute_score", help="its name (default: %(default)s)")
+    ev.add_argument("--tool-config", metavar="YAML",
+                    help="tools YAML (as actor_rollout_ref.rollout.multi_turn.tool_config_path): multi-turn responses "
+                         "that may call the tools, generated as the trainer does; adds num_turns/* and tool_call_counts/*")
+    # default None, so that a limit given without --tool-config is refused rather than ignored
+    ev.add_argument("--max-assistant-turns", type=int, metavar="N",
+                    help=f"with --tool-config: most model turns per response (default: {mt.max_assistant_turns})")
+    ev.add_argument("--max-tool-response-length", type=int, metavar="N",
+                    help=f"with --tool-config: characters of a tool's answer shown to the model "
+                         f"(default: {mt.max_tool_response_length})")
 
 
 def _add_model_command(sub) -> None:
@@ -267,7 +276,8 @@ def cmd_eval(args) -> None:
         max_samples=args.max_samples, batch_size=args.batch_size, seed=args.seed, ref=args.ref,
         prompt_key=args.prompt_key, reward_fn_key=args.reward_fn_key, num_workers=args.num_workers,
         on_error=args.on_error, custom_reward_path=args.custom_reward_path,
-        custom_reward_name=args.custom_reward_name, output=args.output, dump=args.dump),
+        custom_reward_name=args.custom_reward_name, output=args.output, dump=args.dump, tool_config=args.tool_config,
+        max_assistant_turns=args.max_assistant_turns, max_tool_response_length=args.max_tool_response_length),
         log=lambda line: print(line, file=sys.stderr))
     print(format_table(result))
     for path in (args.output, args.dump):

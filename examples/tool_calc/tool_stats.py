@@ -1,17 +1,22 @@
-"""Tool-use statistics of a model on the tool_calc validation prompts (multi-turn, calculator).
+"""Tool-use statistics that `hybridrl eval` does not give, read off a dump of tool_calc generations.
 
-`hybridrl eval` samples single-turn responses only, so this runs the same multi-turn rollout the
-trainer uses (MultiTurnEngine around the hf engine) and reports, over all samples:
+`hybridrl eval --tool-config examples/tool_calc/tools.yaml` reports accuracy (reward mean@n), the
+share of responses with a tool call run (`tool_call_counts/frac_with_call`), calls per response and
+tool errors. This script reads the text of each response for what needs the question itself:
 
-  call rate        share of responses whose first turn is a tool call (any <tool_call>...</tool_call>)
+  call rate        share of responses with any <tool_call>...</tool_call> (also calls never run:
+                   malformed ones, or one in the last allowed turn)
   well-formed      calls the calculator ran without error
   operands copied  calls whose expression is exactly the question's "a+b"
   result copied    calls followed by a final answer equal to the tool's result
   accuracy         reward (the last integer the model writes is the sum), split by called / not called
 
-    .venv/bin/python examples/tool_calc/tool_stats.py build/tool_calc/sft --n 4 --temperature 1
+    .venv/bin/hybridrl eval --model build/tool_calc/sft --data data/tool_calc/val.parquet --n 2 \
+        --max-prompt-length 32 --max-response-length 160 --tool-config examples/tool_calc/tools.yaml \
+        --max-assistant-turns 2 --dump build/tool_calc/sft_eval.jsonl
+    .venv/bin/python examples/tool_calc/tool_stats.py --dump build/tool_calc/sft_eval.jsonl
 
-It also reads the rows the trainer dumps with trainer.validation_data_dir (--dump DIR/STEP.jsonl).
+It reads the trainer's trainer.validation_data_dir files (DIR/STEP.jsonl) the same way.
 """
 
 from __future__ import annotations
@@ -67,61 +72,12 @@ def from_dump(path: str) -> list[dict]:
     return out
 
 
-def from_model(args) -> tuple[list[dict], list[str]]:
-    import torch
-
-    from hybridrl.config.schema import MultiTurnConfig
-    from hybridrl.data.dataset import RLDataset
-    from hybridrl.models.loading import eos_token_ids, load_causal_lm, load_tokenizer
-    from hybridrl.rollout.base import SamplingParams, generate_rollout
-    from hybridrl.rollout.hf import HFRolloutEngine
-    from hybridrl.rollout.multi_turn import with_tools
-
-    torch.manual_seed(args.seed)
-    tokenizer, model = load_tokenizer(args.model), load_causal_lm(args.model)
-    model.eval()
-    mt = MultiTurnConfig(enable=True, max_assistant_turns=2, tool_config_path=args.tools)
-    engine = with_tools(HFRolloutEngine(model, eos_token_ids(model, tokenizer), tokenizer.pad_token_id), tokenizer, mt)
-    data = RLDataset([args.data], tokenizer, "prompt", 64)
-    sampling = SamplingParams(max_new_tokens=args.max_response_length, temperature=args.temperature,
-                              do_sample=args.temperature > 0)
-    rows, texts = [], []
-    idx = list(range(min(len(data), args.max_samples)))
-    with torch.no_grad():
-        for start in range(0, len(idx), 64):
-            prompts = data.collate(idx[start:start + 64], tokenizer.pad_token_id)
-            rollout = generate_rollout(engine, prompts, args.n, sampling, stream="val")
-            outs = tokenizer.batch_decode([ids[m.bool()].tolist() for ids, m in
-                                           zip(rollout.response_ids, rollout.response_attention())])
-            for i, text in enumerate(outs):
-                p = i // args.n
-                gt = prompts.ground_truth[p]
-                q = re.search(r"What is (\d+\+\d+)\?", tokenizer.decode(
-                    prompts.input_ids[p][prompts.attention_mask[p].bool()].tolist())).group(1)
-                rows.append(row_stats(q, gt, text))
-                texts.append(text)
-    return rows, texts
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("model", nargs="?", help="model folder (omit with --dump)")
-    ap.add_argument("--dump", help="a validation_data_dir/<step>.jsonl file to read instead of sampling")
-    ap.add_argument("--data", default="data/tool_calc/val.parquet")
-    ap.add_argument("--tools", default="examples/tool_calc/tools.yaml")
-    ap.add_argument("--n", type=int, default=4)
-    ap.add_argument("--temperature", type=float, default=1.0)
-    ap.add_argument("--max-response-length", type=int, default=160)
-    ap.add_argument("--max-samples", type=int, default=128)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--show", type=int, default=3, help="print this many responses")
+    ap.add_argument("--dump", required=True,
+                    help="generations as JSONL: `hybridrl eval --dump` or trainer.validation_data_dir/<step>.jsonl")
     args = ap.parse_args()
-    if args.dump:
-        rows, texts = from_dump(args.dump), []
-    else:
-        rows, texts = from_model(args)
-    for t in texts[:args.show]:
-        print(repr(t))
+    rows = from_dump(args.dump)
     print(json.dumps({k: round(v, 3) if isinstance(v, float) else v for k, v in summarize(rows).items()}))
 
 

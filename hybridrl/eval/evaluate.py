@@ -28,6 +28,15 @@ verl's and this trainer's KL metrics use too. top-p/top-k truncation and greedy 
 the mean log-ratio on those responses, not an unbiased KL estimate. Both models score the same
 token ids with the same code, so a model against itself gives exactly 0.
 
+With `tool_config` (a tools YAML, as actor_rollout_ref.rollout.multi_turn.tool_config_path takes)
+responses are the trainer's multi-turn conversations: the same MultiTurnEngine around the same
+engine, the same turn and tool-response limits (defaults from the trainer's config). As in the
+trainer, rewards, diversity and KL see only the model's own tokens (tool turns are context, masked
+out of response_mask); the table adds the trainer's multi-turn metrics (trainer/metrics.py:
+`num_turns/*`, `tool_call_counts/*` with per-response stats and `frac_with_call`, and totals over
+all responses of `tool_call_counts/<tool>` and `tool_errors/<kind>`), and dumped rows carry each
+response's counts as the trainer's generation dumps do.
+
 The table is printed; JSON (settings + metrics) is written only with `output` (like lm-eval's
 --output_path: no file appears in the working directory unasked), every generation with `dump`.
 """
@@ -45,7 +54,7 @@ from typing import Callable, Optional, Sequence
 import torch
 
 from hybridrl.batch import Rollout
-from hybridrl.config.schema import DataConfig, RewardModelConfig
+from hybridrl.config.schema import DataConfig, MultiTurnConfig, RewardModelConfig
 from hybridrl.data.dataset import RLDataset
 from hybridrl.errors import ConfigError, HybridRLError
 from hybridrl.eval.diversity import distinct_n, ngrams, repetition_rate, self_bleu
@@ -55,9 +64,12 @@ from hybridrl.rewards.manager import ON_ERROR, RewardManager, RewardSettings
 from hybridrl.rewards.pool import FunctionRef, ScoringPool
 from hybridrl.rollout.base import SamplingParams, generate_rollout
 from hybridrl.rollout.hf import HFRolloutEngine
+from hybridrl.rollout.multi_turn import MultiTurnEngine, MultiTurnSettings
+from hybridrl.rollout.tools.base import Tool, load_tools
+from hybridrl.trainer.metrics import multi_turn_metrics
 from hybridrl.trainer.validate import validate
 
-_DATA, _RM = DataConfig(), RewardModelConfig()
+_DATA, _RM, _MT = DataConfig(), RewardModelConfig(), MultiTurnConfig()
 
 
 @dataclass(frozen=True)
@@ -86,6 +98,17 @@ class EvalSettings:
     custom_reward_name: str = "compute_score"
     output: Optional[str] = None  # JSON file of settings and metrics
     dump: Optional[str] = None  # JSONL file of every generation
+    tool_config: Optional[str] = None  # tools YAML: multi-turn responses that may call its tools; None: single turn
+    max_assistant_turns: Optional[int] = None  # with tool_config; None: the trainer's default
+    max_tool_response_length: Optional[int] = None  # characters of a tool's answer shown; None: the trainer's default
+
+    def multi_turn(self) -> Optional[MultiTurnSettings]:
+        """The multi-turn limits with the trainer's defaults filled in; None without tool_config."""
+        if self.tool_config is None:
+            return None
+        turns, length = self.max_assistant_turns, self.max_tool_response_length
+        return MultiTurnSettings(_MT.max_assistant_turns if turns is None else turns,
+                                 _MT.max_tool_response_length if length is None else length)
 
 
 @dataclass
@@ -104,8 +127,16 @@ class EvalResult:
                 "data": list(s.data), "n": s.n, "temperature": s.temperature, "top_p": s.top_p, "top_k": s.top_k,
                 "greedy": s.greedy, "max_prompt_length": s.max_prompt_length,
                 "max_response_length": s.max_response_length, "seed": s.seed, "num_prompts": self.num_prompts,
+                "tool_config": s.tool_config, **_multi_turn_json(s.multi_turn()),
                 "num_generations": len(self.rows), "time_s": round(self.seconds, 3),
                 "metrics": {k: (v if math.isfinite(v) else None) for k, v in self.metrics.items()}}
+
+
+def _multi_turn_json(mt: Optional[MultiTurnSettings]) -> dict:
+    """The limits in effect (null for a single-turn eval), so every JSON file has the same keys."""
+    if mt is None:
+        return {"max_assistant_turns": None, "max_tool_response_length": None}
+    return {"max_assistant_turns": mt.max_assistant_turns, "max_tool_response_length": mt.max_tool_response_length}
 
 
 def model_folder(path: str, flag: str) -> str:
@@ -141,6 +172,7 @@ def check_settings(s: EvalSettings) -> None:
         (s.on_error not in ON_ERROR, f"--on-error {s.on_error}: give one of {', '.join(ON_ERROR)}"),
         (s.custom_reward_path is not None and not os.path.isfile(s.custom_reward_path),
          f"--custom-reward-path {s.custom_reward_path}: file not found; give a Python file with the reward function"),
+        *_tool_problems(s),
     ]
     problems += [(not os.path.isfile(path), (f"--data {path}: file not found; give a parquet or jsonl file in "
                                              "verl's schema (e.g. written by `hybridrl data arithmetic`)"))
@@ -148,6 +180,57 @@ def check_settings(s: EvalSettings) -> None:
     for bad, message in problems:
         if bad:
             raise ConfigError(message)
+
+
+def _tool_problems(s: EvalSettings) -> list[tuple[bool, str]]:
+    """The checks of the multi-turn flags, as (bad, message) pairs for check_settings."""
+    if s.tool_config is None:  # the limits mean nothing in single-turn eval: refuse them rather than ignore them
+        given = [flag for flag, value in (("--max-assistant-turns", s.max_assistant_turns),
+                                          ("--max-tool-response-length", s.max_tool_response_length)) if value is not None]
+        return [(bool(given), f"{' and '.join(given)} {'need' if len(given) > 1 else 'needs'} --tool-config (a "
+                              "tools YAML, e.g. examples/tool_calc/tools.yaml); without it eval is single-turn")]
+    mt = s.multi_turn()
+    return [
+        (not os.path.isfile(s.tool_config), f"--tool-config {s.tool_config}: file not found; give a tools YAML in "
+                                            "verl's layout (e.g. examples/tool_calc/tools.yaml)"),
+        (mt.max_assistant_turns < 1, f"--max-assistant-turns {mt.max_assistant_turns}: give at least 1 model turn"),
+        (mt.max_tool_response_length < 1,
+         f"--max-tool-response-length {mt.max_tool_response_length}: give at least 1 character"),
+    ]
+
+
+def load_eval_tools(s: EvalSettings) -> Optional[dict[str, Tool]]:
+    """The tools of --tool-config by name (None without it); a bad file is a ConfigError naming the flag."""
+    if s.tool_config is None:
+        return None
+    try:
+        return load_tools(s.tool_config)
+    except ConfigError as e:  # load_tools' messages start with the path, or name the trainer's key
+        detail = str(e).removeprefix(f"{s.tool_config}: ")
+        raise ConfigError(f"--tool-config {s.tool_config}: {detail}; see examples/tool_calc/tools.yaml") from None
+
+
+class RolloutLog:
+    """What eval keeps of each generated batch besides validate's rows: the model's own text of each
+    response (what the reward reads: tool turns left out) and the multi-turn counts (name -> [N])."""
+
+    def __init__(self, decode: Callable[[Rollout], list[str]]):
+        self.decode = decode
+        self.texts: list[str] = []
+        self.turn_stats: list[dict[str, torch.Tensor]] = []
+
+    def __call__(self, rollout: Rollout) -> None:
+        self.texts += self.decode(rollout)
+        if rollout.turn_stats is not None:
+            self.turn_stats.append(rollout.turn_stats)
+
+    def metrics(self, n: int) -> dict[str, float]:
+        """Diversity within each prompt's n samples and, for multi-turn responses, the trainer's
+        tool-use metrics over all responses."""
+        out = diversity_metrics(self.texts, n)
+        if self.turn_stats:
+            out.update(multi_turn_metrics({k: torch.cat([b[k] for b in self.turn_stats]) for k in self.turn_stats[0]}))
+        return out
 
 
 class KLMeter:
@@ -202,6 +285,7 @@ def diversity_metrics(texts: Sequence[str], n: int) -> dict[str, float]:
 
 def evaluate(s: EvalSettings, log: Callable[[str], None] = print) -> EvalResult:
     check_settings(s)
+    tools = load_eval_tools(s)  # before the model loads: a bad tools file fails at once
     start = time.perf_counter()
     folder = model_folder(s.model, "--model")
     ref_folder = model_folder(s.ref, "--ref") if s.ref is not None else None
@@ -212,26 +296,22 @@ def evaluate(s: EvalSettings, log: Callable[[str], None] = print) -> EvalResult:
                          "--max-prompt-length + --max-response-length")
     data = RLDataset(list(s.data), tokenizer, s.prompt_key, s.max_prompt_length, "error", False, "--data",
                      s.max_samples, s.reward_fn_key)
-    meter = None
-    if ref_folder is not None:
-        if load_tokenizer(ref_folder).get_vocab() != tokenizer.get_vocab():
-            raise ConfigError(f"--ref {s.ref}: its tokenizer differs from --model's; the KL compares the "
-                              "probabilities of the same token ids, give a reference with the same tokenizer")
-        ref = load_causal_lm(ref_folder).eval().requires_grad_(False)
-        meter = KLMeter(module, ref, 1.0 if s.greedy else s.temperature, s.batch_size)
+    meter = _kl_meter(s, ref_folder, module, tokenizer) if ref_folder is not None else None
     if s.greedy and s.n > 1:
         log(f"note: --greedy gives {s.n} identical responses per prompt; pass --n 1 or sample")
     sampling = SamplingParams(s.max_response_length, s.temperature, s.top_p, s.top_k, do_sample=not s.greedy)
-    engine = HFRolloutEngine(module, eos_token_ids(module, tokenizer), tokenizer.pad_token_id, seed=s.seed)
+    engine = _engine(s, module, tokenizer, tools)
     pool = ScoringPool(FunctionRef(s.custom_reward_path, s.custom_reward_name), s.num_workers, s.timeout_s)
     reward = RewardManager(tokenizer, pool, RewardSettings(on_error=s.on_error))
+    kept = RolloutLog(reward.decode)
+    hooks = [hook for hook in (kept, meter) if hook is not None]
     try:
         result = validate(functools.partial(generate_rollout, engine), data, reward, sampling, s.n,
-                          tokenizer.pad_token_id, s.batch_size, meter)
+                          tokenizer.pad_token_id, s.batch_size, lambda rollout: [hook(rollout) for hook in hooks])
     finally:
         reward.close()
     metrics = dict(result.metrics)
-    metrics.update(diversity_metrics([row["output"] for row in result.rows], s.n))
+    metrics.update(kept.metrics(s.n))
     rows = result.rows
     if meter is not None:
         metrics.update(meter.metrics())
@@ -243,6 +323,27 @@ def evaluate(s: EvalSettings, log: Callable[[str], None] = print) -> EvalResult:
     if s.dump:
         _write(s.dump, "".join(json.dumps(row) + "\n" for row in rows))
     return out
+
+
+def _kl_meter(s: EvalSettings, ref_folder: str, module, tokenizer) -> KLMeter:
+    if load_tokenizer(ref_folder).get_vocab() != tokenizer.get_vocab():
+        raise ConfigError(f"--ref {s.ref}: its tokenizer differs from --model's; the KL compares the "
+                          "probabilities of the same token ids, give a reference with the same tokenizer")
+    ref = load_causal_lm(ref_folder).eval().requires_grad_(False)
+    # response_mask leaves a multi-turn response's tool tokens out of the KL; they stay attended to (as in the trainer)
+    return KLMeter(module, ref, 1.0 if s.greedy else s.temperature, s.batch_size)
+
+
+def _engine(s: EvalSettings, module, tokenizer, tools: Optional[dict[str, Tool]]):
+    """The trainer's hf rollout engine; with tools, wrapped in its multi-turn engine (rollout/multi_turn.py)."""
+    engine = HFRolloutEngine(module, eos_token_ids(module, tokenizer), tokenizer.pad_token_id, seed=s.seed)
+    if tools is None:
+        return engine
+    try:
+        return MultiTurnEngine(engine, tokenizer, tools, s.multi_turn())
+    except ValueError as e:  # ChatDelta: the chat template has no tool turns to append
+        raise ConfigError(f"--tool-config {s.tool_config}: --model {s.model} cannot take tool turns ({e}); "
+                          "give a model whose chat template renders tool messages (e.g. ChatML)") from None
 
 
 def _write(path: str, text: str) -> None:
@@ -260,11 +361,20 @@ def format_table(result: EvalResult) -> str:
     decoding = "greedy" if s.greedy else f"temperature {s.temperature:g}" + (
         f", top-p {s.top_p:g}" if s.top_p < 1 else "") + (f", top-k {s.top_k}" if s.top_k > 0 else "")
     ref = f", ref {result.ref_folder}" if result.ref_folder else ""
+    mt = s.multi_turn()
+    tools = f"\ntools {s.tool_config}: up to {mt.max_assistant_turns} model turns" if mt else ""
     head = (f"model {result.model_folder}{ref}\ndata {', '.join(s.data)}: {result.num_prompts} prompts x {s.n} "
-            f"samples, {decoding}, {result.seconds:.1f} s")
+            f"samples, {decoding}, {result.seconds:.1f} s{tools}")
     width = max(len(k) for k in result.metrics)
     lines = [head, "", f"{'metric':<{width}}  value", f"{'-' * width}  {'-' * 9}"]
     for key, value in result.metrics.items():
-        text = "n/a" if not math.isfinite(value) else f"{int(value)}" if key.endswith("/errors") else f"{value:.4f}"
+        text = "n/a" if not math.isfinite(value) else f"{int(value)}" if _is_count(key) else f"{value:.4f}"
         lines.append(f"{key:<{width}}  {text:>9}")
     return "\n".join(lines)
+
+
+def _is_count(key: str) -> bool:
+    """Totals printed as integers: scorer errors, tool errors and calls per tool (not their per-response stats)."""
+    if key.endswith("/errors") or key.startswith("tool_errors/"):
+        return True
+    return key.startswith("tool_call_counts/") and key.rsplit("/", 1)[1] not in ("min", "max", "mean", "frac_with_call")

@@ -73,10 +73,12 @@ def data_metrics(rollout: Rollout, reward: RewardOutput, token_rewards: Tensor, 
 def multi_turn_metrics(stats: dict[str, Tensor]) -> dict[str, float]:
     """Tool use of a multi-turn batch (stats: name -> [N] per-response counts, rollout/multi_turn.py):
     `num_turns/{min,max,mean}` (model turns), `tool_call_counts/{min,max,mean}` (tool calls run per
-    response), `tool_call_counts/<tool>` and `tool_errors/<kind>` (totals over the batch)."""
+    response), `tool_call_counts/frac_with_call` (share of responses with at least one call run),
+    `tool_call_counts/<tool>` and `tool_errors/<kind>` (totals over the batch)."""
     calls = [v for k, v in stats.items() if k.startswith("tool_call_counts/")]
     per_response = torch.stack(calls).sum(0) if calls else torch.zeros_like(stats["num_turns"])
-    out = {**_stats("num_turns", stats["num_turns"]), **_stats("tool_call_counts", per_response)}
+    out = {**_stats("num_turns", stats["num_turns"]), **_stats("tool_call_counts", per_response),
+           "tool_call_counts/frac_with_call": (per_response > 0).float().mean().item()}
     out.update({k: float(v.sum()) for k, v in stats.items() if k != "num_turns"})
     return out
 

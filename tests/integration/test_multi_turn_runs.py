@@ -6,10 +6,8 @@ from __future__ import annotations
 import json
 import math
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
-import torch
+from tool_helpers import warm_start, write_sum_prompts  # tests/integration/tool_helpers.py
 
 from hybridrl.config.loader import load_config
 from hybridrl.config.schema import RLConfig
@@ -19,44 +17,11 @@ from hybridrl.trainer.rl import RLTrainer
 
 pytestmark = pytest.mark.slow
 
-CALL = '<tool_call>{"name": "calculator", "arguments": {"expression": "%s"}}</tool_call>'
-
-
-def _warm_start(model_dir: str, out: str) -> str:
-    """The random tiny model trained to always answer with a calculator call (a few hundred
-    full-batch steps on 8 prompts): enough that sampled responses contain tool calls."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from hybridrl.data.dataset import encode_prompts
-
-    tok = AutoTokenizer.from_pretrained(model_dir)
-    model = AutoModelForCausalLM.from_pretrained(model_dir)
-    exprs = [f"{a}+{b}" for a, b in zip(range(11, 19), range(31, 39))]
-    prompts = encode_prompts(tok, [[{"role": "user", "content": f"What is {e}?"}] for e in exprs])
-    rows = [p + tok(CALL % e, add_special_tokens=False)["input_ids"] for p, e in zip(prompts, exprs)]
-    L = max(len(r) for r in rows)
-    ids = torch.tensor([r + [tok.pad_token_id] * (L - len(r)) for r in rows])
-    loss_mask = torch.tensor([[0] * len(p) + [1] * (len(r) - len(p)) + [0] * (L - len(r)) for p, r in zip(prompts, rows)])
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
-    for _ in range(120):
-        logits = model(input_ids=ids, attention_mask=(loss_mask >= 0).long()).logits[:, :-1]
-        loss = torch.nn.functional.cross_entropy(logits.transpose(1, 2), ids[:, 1:], reduction="none")
-        loss = (loss * loss_mask[:, 1:]).sum() / loss_mask[:, 1:].sum()
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-    model.save_pretrained(out)
-    tok.save_pretrained(out)
-    return out
-
 
 def test_two_multi_turn_grpo_steps_with_the_calculator(random_model_dir, tmp_path):
-    rows = [{"data_source": "arithmetic", "prompt": [{"role": "user", "content": f"What is {a}+{b}?"}],
-             "reward_model": {"ground_truth": str(a + b)}} for a, b in zip(range(11, 19), range(31, 39))]
-    data = str(tmp_path / "train.parquet")
-    pq.write_table(pa.Table.from_pylist(rows), data)
+    data = write_sum_prompts(str(tmp_path / "train.parquet"))
     (tmp_path / "tools.yaml").write_text("tools:\n  - class_name: calculator\n")
-    model = _warm_start(random_model_dir, str(tmp_path / "warm"))
+    model = warm_start(random_model_dir, str(tmp_path / "warm"))
     cfg = load_config(RLConfig, None, [
         f"data.train_files={data}", f"data.val_files={data}", "data.train_batch_size=4",
         "data.max_response_length=150", "actor_rollout_ref.actor.ppo_mini_batch_size=4",

@@ -94,11 +94,15 @@ def _resolve_class(class_name: str) -> type:
 
 def load_tools(path: str) -> dict[str, Tool]:
     """The tools of a tool config file, by function name."""
+    import yaml
     from omegaconf import OmegaConf
 
     if not Path(path).is_file():
         raise ConfigError(f"actor_rollout_ref.rollout.multi_turn.tool_config_path={path!r}: no such file")
-    spec = OmegaConf.to_container(OmegaConf.load(path), resolve=True)
+    try:
+        spec = OmegaConf.to_container(OmegaConf.load(path), resolve=True)
+    except yaml.YAMLError as e:  # the parser's message spans lines; the CLI prints one
+        raise ConfigError(f"{path}: not valid YAML ({' '.join(str(e).split())})") from None
     entries = spec.get("tools") if isinstance(spec, dict) else None
     if not isinstance(entries, list) or not entries:
         raise ConfigError(f"{path}: expected a non-empty `tools:` list (each with class_name, optional config, "
@@ -108,7 +112,10 @@ def load_tools(path: str) -> dict[str, Tool]:
         if not isinstance(entry, dict) or "class_name" not in entry:
             raise ConfigError(f"{path}: tools[{i}] needs a class_name")
         cls = _resolve_class(str(entry["class_name"]))
-        tool = cls(tool_schema=entry.get("tool_schema"), **(entry.get("config") or {}))
+        try:
+            tool = cls(tool_schema=entry.get("tool_schema"), **(entry.get("config") or {}))
+        except TypeError as e:  # a config key the class does not take
+            raise ConfigError(f"{path}: tools[{i}] ({entry['class_name']}): bad config ({e})") from None
         if not tool.schema.get("function", {}).get("name"):
             raise ConfigError(f"{path}: tools[{i}] ({entry['class_name']}) has no tool_schema.function.name")
         if tool.name in tools:

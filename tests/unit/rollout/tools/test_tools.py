@@ -86,3 +86,9 @@ def test_load_tools_errors_name_the_problem(tmp_path):
     bad.write_text("tools:\n  - class_name: calculator\n  - class_name: calculator\n")
     with pytest.raises(ConfigError, match="two tools"):
         load_tools(str(bad))
+    bad.write_text("tools: [\n  - class_name: calculator\n")  # an unclosed flow list
+    with pytest.raises(ConfigError, match=r"bad.yaml: not valid YAML \(.*line 2"):
+        load_tools(str(bad))
+    bad.write_text("tools:\n  - class_name: calculator\n    config: {timeout: 5}\n")  # the keyword is timeout_s
+    with pytest.raises(ConfigError, match=r"tools\[0\] \(calculator\): bad config .*'timeout'"):
+        load_tools(str(bad))
