@@ -56,15 +56,13 @@ def local_and_two_ray_workers(arith_data, tmp_path, *extra: str) -> tuple[list[d
     return local, remote
 
 
-def test_two_ray_workers_train_lora_like_one_process(arith_data, tmp_path):
+def test_two_ray_workers_train_a_lora_policy_and_critic_like_one_process(arith_data, tmp_path):
+    # one pair of runs covers both roles (each ray start costs ~20 s): PPO with a KL loss, LoRA on both
     local, _ = local_and_two_ray_workers(arith_data, tmp_path, "actor_rollout_ref.actor.optim.lr=3e-3",
                                          "actor_rollout_ref.model.lora_rank=8", "actor_rollout_ref.actor.use_kl_loss=true",
-                                         "trainer.save_freq=0")
+                                         "algorithm.adv_estimator=gae", "critic.optim.lr=1e-3",
+                                         "critic.model.lora_rank=8", "trainer.save_freq=2")
     assert local[-1]["actor/kl_loss"] > 0  # the adapter moved the policy away from the reference
-
-
-def test_two_ray_workers_train_a_lora_critic_like_one_process(arith_data, tmp_path):
-    local_and_two_ray_workers(arith_data, tmp_path, "algorithm.adv_estimator=gae", "critic.optim.lr=1e-3",
-                              "critic.model.lora_rank=8", "trainer.save_freq=2")
-    critic = tmp_path / "ray" / "global_step_2" / "critic"  # written by the workers' rank 0
-    assert (critic / "adapter_model.safetensors").is_file() and not (critic / "model.safetensors").exists()
+    for role in ("actor", "critic"):  # written by the workers' rank 0
+        folder = tmp_path / "ray" / "global_step_2" / role
+        assert (folder / "adapter_model.safetensors").is_file() and not (folder / "model.safetensors").exists()
