@@ -341,13 +341,18 @@ def _critic_parts(cfg: RLConfig, world: int) -> tuple[dict[str, int], list[Phase
     return (_lora_trainable("critic", d, trained) if trained else _trainable("critic", d, shards)), phases
 
 
+def _lora_trained(m, d: ModelDims, whole: int = 0) -> int | None:
+    """Parameters a LoRA model section (m: its lora_* keys) trains: the adapters plus `whole` parameters
+    trained in full; None without LoRA."""
+    if m.lora_rank == 0:
+        return None
+    return lora_params(d, m.lora_rank, m.target_modules, m.exclude_modules) + whole
+
+
 def _critic_lora_trained(cfg: RLConfig, d: ModelDims) -> int | None:
     """Parameters a LoRA critic trains: its adapters and a copy of the value head (peft's modules_to_save
     keeps the original, frozen, next to the trained one); None without LoRA."""
-    m = cfg.critic.model
-    if m.lora_rank == 0:
-        return None
-    return lora_params(d, m.lora_rank, m.target_modules, m.exclude_modules) + value_head_params(d)
+    return _lora_trained(cfg.critic.model, d, value_head_params(d))
 
 
 def _reward_parts(cfg: RLConfig, workers: int) -> tuple[dict[str, int], list[Phase]]:
@@ -369,8 +374,7 @@ def _policy_parts(cfg: RLConfig, plan: BatchPlan) -> tuple[dict[str, int], tuple
     arr, world, (s, t) = cfg.actor_rollout_ref, plan.world_size, _lengths(cfg)
     d = _dims(arr.model.path, "actor_rollout_ref.model.path")
     shards = _shards(arr.actor.strategy, world)
-    m = arr.model
-    adapter = lora_params(d, m.lora_rank, m.target_modules, m.exclude_modules) if m.lora_rank > 0 else None
+    adapter = _lora_trained(arr.model, d)
     resident = _lora_trainable("policy", d, adapter) if adapter else _trainable("policy", d, shards)
     phases = [_rollout_phase(cfg, d, world, shards)]
     resident.update(_vllm_engine(cfg, d))

@@ -56,7 +56,6 @@ class LeanDecoder:
         self.head_dim = getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads
         self.eps = c.rms_norm_eps
         self.embed, self.norm, self.lm_head = m.embed_tokens.weight, m.norm.weight, module.lm_head.weight
-        self.rotary = m.rotary_emb
         self.layers = []
         for layer in m.layers:
             a, mlp = layer.self_attn, layer.mlp
@@ -71,7 +70,7 @@ class LeanDecoder:
         # cos/sin of every position, from the module's own rotary layer, looked up per step. sin carries
         # rotate_half's sign: rotate_half(x) = [-x2, x1] = swap(x) * [-1, +1], so x*cos + rotate_half(x)*sin
         # = x*cos + swap(x)*signed_sin, with swap a flip of the two halves (one op instead of four).
-        cos, sin = self.rotary(p[:1, None], torch.arange(max_len, device=p.device)[None])  # [1, max_len, D]
+        cos, sin = m.rotary_emb(p[:1, None], torch.arange(max_len, device=p.device)[None])  # [1, max_len, D]
         half = self.head_dim // 2
         self.cos, self.signed_sin = cos[0], torch.cat([-sin[0, :, :half], sin[0, :, half:]], -1)
         shape = (batch, self.n_kv, max_len, self.head_dim)

@@ -132,7 +132,9 @@ class RLRun:
     workers: Optional[object] = None  # backend=ray: the worker processes (RayRoles), shut down by the trainer
 
 
-def _optimizer(params, opt, total: int):
+def _optimizer(module, opt, total: int):
+    """AdamW over the module's trainable parameters (with LoRA frozen weights get no AdamW state), and its schedule."""
+    params = [p for p in module.parameters() if p.requires_grad]
     warmup = warmup_steps_of(opt.lr_warmup_steps, opt.lr_warmup_steps_ratio, total)
     return build_optimizer(params, opt.lr, opt.weight_decay, opt.betas, warmup, total, opt.warmup_style, opt.min_lr_ratio)
 
@@ -149,8 +151,7 @@ def build_policy(cfg: RLConfig, plan: BatchPlan, tokenizer, total: int, dp: Data
             module = apply_lora(module, lora_settings(cfg))
     sharding = make_sharding(actor.strategy, dp, device)
     module = sharding.wrap(module)  # before the optimizer: it must hold the (sharded) parameters
-    trainable = [p for p in module.parameters() if p.requires_grad]  # frozen weights get no AdamW state
-    optimizer, scheduler = _optimizer(trainable, actor.optim, total)
+    optimizer, scheduler = _optimizer(module, actor.optim, total)
     engine = with_tools(_engine(cfg, module, tokenizer, sharding), tokenizer, arr.rollout.multi_turn)
     settings = UpdateSettings(
         mini_batch_size=plan.mini_batch_responses_per_worker, micro_batch_size=plan.micro_batch_responses_per_worker,
@@ -201,8 +202,7 @@ def build_critic(cfg: RLConfig, total: int, dp: DataParallel = SINGLE) -> Critic
             module = apply_lora(module, critic_lora_settings(cfg))
     sharding = make_sharding(c.strategy, dp, cfg.trainer.device)
     module = sharding.wrap(module)
-    trainable = [p for p in module.parameters() if p.requires_grad]  # frozen weights get no AdamW state
-    optimizer, scheduler = _optimizer(trainable, c.optim, total)
+    optimizer, scheduler = _optimizer(module, c.optim, total)
     settings = CriticSettings(
         mini_batch_size=plan.mini_batch_responses_per_worker, micro_batch_size=plan.micro_batch_responses_per_worker,
         forward_micro_batch_size=c.forward_micro_batch_size_per_gpu, ppo_epochs=plan.ppo_epochs, shuffle=c.shuffle,
