@@ -37,6 +37,14 @@ class ToolError(Exception):
         self.kind = kind
 
 
+def function_schema(name: str, description: str, argument: str, argument_description: str) -> dict:
+    """An OpenAI function schema with one required string argument (the built-in tools' shape)."""
+    return {"type": "function", "function": {
+        "name": name, "description": description,
+        "parameters": {"type": "object", "properties": {
+            argument: {"type": "string", "description": argument_description}}, "required": [argument]}}}
+
+
 class Tool(ABC):
     """One callable tool. Subclasses set `default_schema` (used when the YAML gives none)."""
 

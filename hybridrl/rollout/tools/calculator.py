@@ -11,7 +11,7 @@ import ast
 import math
 import operator
 
-from hybridrl.rollout.tools.base import TOOLS, Tool, ToolError
+from hybridrl.rollout.tools.base import TOOLS, Tool, ToolError, function_schema
 
 MAX_CHARS = 256  # longest expression accepted
 MAX_EXPONENT = 1000  # largest |b| in a ** b
@@ -74,12 +74,8 @@ def evaluate(expression: str) -> int | float:
 
 @TOOLS.register("calculator", "evaluates an arithmetic expression (safe: an ast walk, no eval)")
 class Calculator(Tool):
-    default_schema = {"type": "function", "function": {
-        "name": "calculator",
-        "description": "Evaluate an arithmetic expression, e.g. 1234*5678 or (2+3)**2/7.",
-        "parameters": {"type": "object", "properties": {
-            "expression": {"type": "string", "description": "the arithmetic expression"}},
-            "required": ["expression"]}}}
+    default_schema = function_schema("calculator", "Evaluate an arithmetic expression, e.g. 1234*5678 or (2+3)**2/7.",
+                                     "expression", "the arithmetic expression")
 
     def call(self, arguments: dict) -> str:
         expression = arguments.get("expression")

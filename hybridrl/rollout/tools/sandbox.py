@@ -28,7 +28,7 @@ import tempfile
 import threading
 from dataclasses import dataclass
 
-from hybridrl.rollout.tools.base import TOOLS, Tool, ToolError
+from hybridrl.rollout.tools.base import TOOLS, Tool, ToolError, function_schema
 
 # Runs in the child: limits first, then the audit hook, then the code (from main.py in the cwd).
 _BOOTSTRAP = r"""
@@ -118,12 +118,8 @@ def run_python(code: str, limits: SandboxLimits = SandboxLimits()) -> SandboxRes
 
 @TOOLS.register("python", "runs Python code in a sandboxed subprocess (resource limits, no network, timeout)")
 class PythonSandbox(Tool):
-    default_schema = {"type": "function", "function": {
-        "name": "python",
-        "description": "Run a Python program and return what it prints (stdout and stderr).",
-        "parameters": {"type": "object", "properties": {
-            "code": {"type": "string", "description": "the program; print the results you need"}},
-            "required": ["code"]}}}
+    default_schema = function_schema("python", "Run a Python program and return what it prints (stdout and stderr).",
+                                     "code", "the program; print the results you need")
 
     def __init__(self, tool_schema: dict | None = None, wall_s: float = 10.0, cpu_s: int = 5, memory_mb: int = 1024,
                  max_output_chars: int = 2000, max_concurrent: int = 4):
