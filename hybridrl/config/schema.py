@@ -56,6 +56,54 @@ class ModelConfig:
     exclude_modules: list[str] = doc([], "module names never adapted, e.g. [down_proj] ([]: none)")
     lora_adapter_path: Optional[str] = doc(None, "continue training this peft adapter folder (adapter_config.json; its "
                                                  "rank and alpha must match lora_rank and lora_alpha; null: new adapters)")
+    enable_gradient_checkpointing: bool = doc(False, "activation checkpointing: keep only each decoder layer's input in "
+                                                     "the update's forward and recompute the layer in backward (the "
+                                                     "same gradients, about a third more compute, far less memory)")
+    use_remove_padding: bool = doc(False, "padding-free forwards: the log-prob, reference and update passes pack a "
+                                          "micro-batch's real tokens into rows with attention that never crosses "
+                                          "sequences (no compute on pad tokens; the same log-probs and gradients)")
+
+
+@dataclass
+class MixedPrecisionConfig:
+    """verl's fsdp_config.mixed_precision: the dtypes of compute and of gradient reduction (models/precision.py)."""
+
+    param_dtype: str = doc("fp32", "compute dtype of forwards and backwards: fp32 | bf16 (bf16 autocast over fp32 "
+                                   "master weights; on a CPU fast only with AVX512-BF16 or AMX, see hybridrl doctor)")
+    reduce_dtype: str = doc("fp32", "dtype gradients are summed in across data-parallel workers: fp32 | bf16")
+    buffer_dtype: str = doc("fp32", "dtype of the model's buffers (rotary frequencies): fp32 (the only value: bf16 "
+                                    "positions lose precision)")
+
+
+@dataclass
+class FSDPConfig:
+    """verl's fsdp_config of a trained role (the policy's, the critic's): precision and offload."""
+
+    param_offload: bool = doc(False, "trainer.device=cuda: keep the parameters, gradients and AdamW state in host "
+                                     "memory, moved to the GPU per layer as needed (FSDP2's CPU offload; needs "
+                                     "strategy fsdp2); no effect with trainer.device=cpu")
+    optimizer_offload: bool = doc(False, "trainer.device=cuda: keep the AdamW moments in host memory between "
+                                         "optimizer steps; no effect with trainer.device=cpu")
+    model_dtype: str = doc("fp32", "dtype the trained weights and AdamW state are kept in: fp32 (master weights; bf16 "
+                                   "compute is mixed_precision.param_dtype)")
+    mixed_precision: MixedPrecisionConfig = field(default_factory=MixedPrecisionConfig)
+
+
+@dataclass
+class RefMixedPrecisionConfig:
+    param_dtype: Optional[str] = doc(None, "compute dtype of the reference's forwards: fp32 | bf16 (null: the actor's "
+                                           "mixed_precision.param_dtype, so both log-probs are taken alike)")
+
+
+@dataclass
+class RefFSDPConfig:
+    """verl's actor_rollout_ref.ref.fsdp_config: the frozen reference's precision and offload."""
+
+    param_offload: bool = doc(False, "trainer.device=cuda: keep the reference's weights in host memory and move them "
+                                     "to the GPU only for its log-prob pass; no effect with trainer.device=cpu")
+    model_dtype: str = doc("fp32", "dtype the reference's weights are kept in: fp32 | bf16 (half the memory; needs "
+                                   "bf16 compute)")
+    mixed_precision: RefMixedPrecisionConfig = field(default_factory=RefMixedPrecisionConfig)
 
 
 @dataclass
@@ -98,8 +146,14 @@ class ActorConfig:
     strategy: str = doc("ddp", "how data-parallel workers hold the weights: ddp (a full copy each, gradients summed "
                                "with one all-reduce) | fsdp2 (parameters, gradients and AdamW state sharded with "
                                "torch's fully_shard; fsdp is accepted as the same)")
+    use_dynamic_bsz: bool = doc(False, "form update micro-batches by token count (ppo_max_token_len_per_gpu) instead of "
+                                       "ppo_micro_batch_size_per_gpu, balanced across micro-batches and workers; the "
+                                       "same update (the loss is normalised over the whole mini-batch)")
+    ppo_max_token_len_per_gpu: int = doc(16384, "use_dynamic_bsz: most tokens (prompt + response) in one update "
+                                                "micro-batch on one worker; at least the longest sequence")
     policy_loss: PolicyLossConfig = field(default_factory=PolicyLossConfig)
     optim: OptimConfig = field(default_factory=OptimConfig)
+    fsdp_config: FSDPConfig = field(default_factory=FSDPConfig)
 
 
 @dataclass
@@ -140,14 +194,19 @@ class RolloutConfig:
     ignore_eos: bool = doc(False, "training rollouts run to data.max_response_length, EOS sampled like any token "
                                   "(fixed work per step, for benchmarks); validation still stops at EOS")
     log_prob_micro_batch_size_per_gpu: int = doc(256, "responses per log-prob forward on one worker")
+    log_prob_use_dynamic_bsz: Optional[bool] = doc(None, "form the policy's log-prob micro-batches by token count "
+                                                         "(null: actor.use_dynamic_bsz)")
+    log_prob_max_token_len_per_gpu: Optional[int] = doc(None, "log_prob_use_dynamic_bsz: most tokens per log-prob "
+                                                              "micro-batch (null: actor.ppo_max_token_len_per_gpu)")
+    tensor_model_parallel_size: int = doc(1, "vllm: workers one engine spans (verl's rollout TP); only 1 for now")
     lean_decode: bool = doc(True, "hf: decode Llama-family models (qwen2, llama, mistral) with fused projections "
                                   "and no per-call module machinery (same logits); false: the module's own forward "
                                   "with a static KV cache")
     max_num_seqs: int = doc(1024, "most responses one worker generates at once (bounds the KV cache); more are "
                                   "generated in chunks with the same samples")
     val_kwargs: ValKwargs = field(default_factory=ValKwargs)
-    dtype: str = doc("float32", "vllm: weights and activations dtype (float32 keeps the rollout log-probs the "
-                                "trainer's; bfloat16 is faster, see algorithm.rollout_correction)")
+    dtype: str = doc("float32", "dtype of generation: float32 (the rollout log-probs are the trainer's) | bfloat16 "
+                                "(faster where bf16 is; see algorithm.rollout_correction) | vllm also float16, auto")
     enforce_eager: bool = doc(True, "vllm: no CUDA graphs / compilation (faster start-up, same samples)")
     gpu_memory_utilization: float = doc(0.5, "vllm on GPU: the share of GPU memory for vLLM's weights and KV cache")
     cpu_kv_cache_gb: float = doc(1.0, "vllm on CPU: KV-cache size in GiB")
@@ -160,6 +219,11 @@ class RolloutConfig:
 @dataclass
 class RefConfig:
     log_prob_micro_batch_size_per_gpu: int = doc(256, "responses per reference log-prob forward")
+    log_prob_use_dynamic_bsz: Optional[bool] = doc(None, "form the reference's micro-batches by token count (null: "
+                                                         "actor.use_dynamic_bsz)")
+    log_prob_max_token_len_per_gpu: Optional[int] = doc(None, "log_prob_use_dynamic_bsz: most tokens per reference "
+                                                              "micro-batch (null: actor.ppo_max_token_len_per_gpu)")
+    fsdp_config: RefFSDPConfig = field(default_factory=RefFSDPConfig)
 
 
 @dataclass
@@ -180,6 +244,11 @@ class CriticModelConfig:
     target_modules: list[str] = doc(["all-linear"], "critic modules that get LoRA adapters: all-linear (every linear "
                                                     "layer but the value head) or a list of names, e.g. [q_proj,v_proj]")
     exclude_modules: list[str] = doc([], "critic module names never adapted, e.g. [down_proj] ([]: none)")
+    enable_gradient_checkpointing: bool = doc(False, "activation checkpointing of the value model's update (see "
+                                                     "actor_rollout_ref.model.enable_gradient_checkpointing)")
+    use_remove_padding: bool = doc(False, "padding-free value and update passes (see "
+                                          "actor_rollout_ref.model.use_remove_padding)")
+    fsdp_config: FSDPConfig = field(default_factory=FSDPConfig)
 
 
 @dataclass
@@ -192,6 +261,11 @@ class CriticConfig:
     ppo_mini_batch_size: Optional[int] = doc(None, "prompts per critic optimizer step (null: the actor's)")
     ppo_micro_batch_size_per_gpu: Optional[int] = doc(None, "responses per critic forward/backward (null: the actor's)")
     forward_micro_batch_size_per_gpu: int = doc(256, "responses per value forward without gradients")
+    use_dynamic_bsz: Optional[bool] = doc(None, "form the critic's micro-batches by token count (null: "
+                                                "actor_rollout_ref.actor.use_dynamic_bsz)")
+    ppo_max_token_len_per_gpu: int = doc(32768, "use_dynamic_bsz: most tokens per critic update micro-batch")
+    forward_max_token_len_per_gpu: Optional[int] = doc(None, "use_dynamic_bsz: most tokens per value forward (null: "
+                                                             "critic.ppo_max_token_len_per_gpu)")
     ppo_epochs: Optional[int] = doc(None, "critic passes over each batch (null: the actor's)")
     shuffle: bool = doc(False, "shuffle responses before splitting into critic mini-batches")
     cliprange_value: float = doc(0.5, "value clip range: new values stay within old +- cliprange_value")
@@ -308,8 +382,9 @@ class TrainerConfig:
     resume_allow_config_change: bool = doc(False, "resume even if keys that change results differ from the checkpoint's")
     n_gpus_per_node: int = doc(1, "workers per node (data-parallel ranks; with backend=local: 1)")
     nnodes: int = doc(1, "nodes (with backend=ray)")
-    backend: str = doc("local", "local (every role in this process) | ray (n_gpus_per_node * nnodes worker processes, "
-                                "each holding the policy, reference and critic of one data-parallel rank)")
+    backend: str = doc("auto", "local (every role in this process) | ray (n_gpus_per_node * nnodes worker processes, "
+                               "each holding the policy, reference and critic of one data-parallel rank) | auto (ray "
+                               "when n_gpus_per_node * nnodes > 1, else local)")
     device: str = doc("cpu", "where models run: cpu | cuda (one GPU per worker; NCCL between workers)")
     memory_per_worker_gb: Optional[float] = doc(None, "memory one worker may use, for `hybridrl plan`'s check (null: "
                                                       "this machine's RAM / workers per node on cpu, the GPU's memory "
@@ -318,6 +393,8 @@ class TrainerConfig:
                                          "naming the phase, role and rank, with the stuck worker's stack")
     seed: int = doc(1, "seed of sampling during rollouts")
     critic_warmup: int = doc(0, "the first N steps update only the critic (algorithm.adv_estimator=gae)")
+    use_legacy_worker_impl: str = doc("auto", "verl's switch between its two worker implementations: auto | enable | "
+                                              "disable; hybridrl has one, so every value trains the same")
 
 
 @dataclass

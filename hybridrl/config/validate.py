@@ -10,6 +10,7 @@ from hybridrl.algos.kl_ctrl import KL_CTRL_TYPES
 from hybridrl.algos.policy_losses import POLICY_LOSSES
 from hybridrl.algos.reduce import LOSS_AGG_MODES
 from hybridrl.algos.rollout_correction import ROLLOUT_IS
+from hybridrl.config.levers import check_levers, resolve_backend
 from hybridrl.config.plan import BatchPlan, make_batch_plan
 from hybridrl.config.schema import CriticModelConfig, ModelConfig, RLConfig
 from hybridrl.data.dataset import TRUNCATION_MODES
@@ -95,6 +96,8 @@ def validate_rl_config(cfg: RLConfig) -> BatchPlan:
     """Raise ConfigError on the first problem; return the batch plan."""
     d, arr, alg, tr = cfg.data, cfg.actor_rollout_ref, cfg.algorithm, cfg.trainer
     actor, rollout = arr.actor, arr.rollout
+    check_choice("trainer.backend", tr.backend, BACKENDS)
+    resolve_backend(cfg)  # auto -> local | ray, before anything reads it
     check_choice("data.truncation", d.truncation, TRUNCATION_MODES)
     check_choice("actor_rollout_ref.rollout.name", rollout.name, ROLLOUT_ENGINES)
     check_choice("reward_model.reward_manager", cfg.reward_model.reward_manager, REWARD_MANAGERS)
@@ -153,16 +156,16 @@ def validate_rl_config(cfg: RLConfig) -> BatchPlan:
     _check_backend(cfg)
     _check_vllm(cfg)
     _check_lora_sections(cfg)
+    check_levers(cfg, needs_critic(cfg), needs_reference(cfg))
     return make_batch_plan(d.train_batch_size, rollout.n, actor.ppo_mini_batch_size, actor.ppo_micro_batch_size_per_gpu,
                            actor.ppo_epochs, tr.n_gpus_per_node * tr.nnodes)
 
 
-BACKENDS = ("local", "ray")
+BACKENDS = ("auto", "local", "ray")
 
 
 def _check_backend(cfg: RLConfig) -> None:
     tr = cfg.trainer
-    check_choice("trainer.backend", tr.backend, BACKENDS)
     if tr.n_gpus_per_node < 1 or tr.nnodes < 1:
         raise ConfigError(f"trainer.n_gpus_per_node={tr.n_gpus_per_node} and trainer.nnodes={tr.nnodes} must be >= 1")
     if tr.backend == "local" and tr.n_gpus_per_node * tr.nnodes != 1:

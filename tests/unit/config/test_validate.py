@@ -173,9 +173,10 @@ def test_several_workers_need_the_ray_backend():
     with pytest.raises(ConfigError, match=re.escape(
             "trainer.n_gpus_per_node * trainer.nnodes = 2 with trainer.backend=local, which trains in this one "
             "process; set trainer.backend=ray for several workers, or trainer.n_gpus_per_node=1 trainer.nnodes=1")):
-        validate("trainer.n_gpus_per_node=2")
+        validate("trainer.n_gpus_per_node=2", "trainer.backend=local")
     assert validate("trainer.n_gpus_per_node=2", "trainer.backend=ray").world_size == 2
-    with pytest.raises(ConfigError, match=re.escape("trainer.backend='slurm' is not supported; valid values: local, ray")):
+    with pytest.raises(ConfigError, match=re.escape("trainer.backend='slurm' is not supported; valid values: auto, "
+                                                    "local, ray")):
         validate("trainer.backend=slurm")
     with pytest.raises(ConfigError, match=re.escape("trainer.worker_timeout_s=0.0 must be > 0")):
         validate("trainer.backend=ray", "trainer.worker_timeout_s=0")
@@ -296,3 +297,16 @@ def test_a_critic_pool_plans_its_batches_over_its_own_workers():
     assert critic_batch_plan(cfg).world_size == 4
     assert critic_batch_plan(cfg).mini_batch_responses_per_worker == 256 // 4
     validate("trainer.backend=ray", "trainer.n_gpus_per_node=2", "actor_rollout_ref.actor.strategy=fsdp2")
+
+
+@pytest.mark.parametrize("overrides, backend", [
+    ([], "local"),  # one worker
+    (["trainer.n_gpus_per_node=2"], "ray"),  # verl's trainer.n_gpus_per_node=8 alone means eight workers
+    (["trainer.nnodes=2"], "ray"),
+    (["trainer.n_gpus_per_node=2", "trainer.backend=ray"], "ray"),
+    (["trainer.backend=local"], "local"),
+])
+def test_backend_auto_follows_the_worker_count(overrides, backend):
+    cfg = load_config(RLConfig, None, overrides)
+    validate_rl_config(cfg)
+    assert cfg.trainer.backend == backend

@@ -1,0 +1,175 @@
+"""The scale levers of a config (verl's keys): precision, activation checkpointing, padding-free
+packing, token-budget micro-batches and offload. Checks of their values, and the effective setting
+of each pass where a key defaults to another one (`null: the actor's`), computed once here so the
+roles never resolve a default themselves.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from hybridrl.config.schema import RLConfig
+from hybridrl.errors import ConfigError
+
+# verl's PrecisionType spellings; fp16 is refused below (it needs loss scaling, which no trainer here does)
+DTYPE_NAMES = {"fp32": "fp32", "float32": "fp32", "32": "fp32", "bf16": "bf16", "bfloat16": "bf16"}
+FP16_NAMES = ("fp16", "float16", "half", "16")
+
+
+def dtype_name(key: str, value: object) -> str:
+    """'fp32' or 'bf16' for any spelling verl accepts; a ConfigError naming the key otherwise."""
+    text = str(value).lower()
+    if text in DTYPE_NAMES:
+        return DTYPE_NAMES[text]
+    if text in FP16_NAMES:
+        raise ConfigError(f"{key}={value}: fp16 training needs loss scaling, which hybridrl does not do; use bf16 "
+                          "(the same memory, fp32's exponent range, no scaling) or fp32")
+    raise ConfigError(f"{key}={value!r} is not a dtype hybridrl trains with; valid values: fp32 (float32), "
+                      "bf16 (bfloat16)")
+
+
+@dataclass(frozen=True)
+class MicroBatching:
+    """How one pass splits a worker's rows: `size` responses per micro-batch, or with `max_tokens` set,
+    micro-batches of at most that many real (prompt + response) tokens."""
+
+    size: int
+    max_tokens: Optional[int] = None  # None: fixed-size micro-batches
+
+    @property
+    def dynamic(self) -> bool:
+        return self.max_tokens is not None
+
+
+def _pick(own, default):
+    return default if own is None else own
+
+
+def actor_update_batching(cfg: RLConfig, micro_batch_size: int) -> MicroBatching:
+    a = cfg.actor_rollout_ref.actor
+    return MicroBatching(micro_batch_size, a.ppo_max_token_len_per_gpu if a.use_dynamic_bsz else None)
+
+
+def log_prob_batching(cfg: RLConfig) -> MicroBatching:
+    """The policy's no-gradient log-prob pass (π_old)."""
+    arr = cfg.actor_rollout_ref
+    r, a = arr.rollout, arr.actor
+    dynamic = _pick(r.log_prob_use_dynamic_bsz, a.use_dynamic_bsz)
+    return MicroBatching(r.log_prob_micro_batch_size_per_gpu,
+                         _pick(r.log_prob_max_token_len_per_gpu, a.ppo_max_token_len_per_gpu) if dynamic else None)
+
+
+def ref_batching(cfg: RLConfig) -> MicroBatching:
+    arr = cfg.actor_rollout_ref
+    ref, a = arr.ref, arr.actor
+    dynamic = _pick(ref.log_prob_use_dynamic_bsz, a.use_dynamic_bsz)
+    return MicroBatching(ref.log_prob_micro_batch_size_per_gpu,
+                         _pick(ref.log_prob_max_token_len_per_gpu, a.ppo_max_token_len_per_gpu) if dynamic else None)
+
+
+def critic_update_batching(cfg: RLConfig, micro_batch_size: int) -> MicroBatching:
+    c = cfg.critic
+    dynamic = _pick(c.use_dynamic_bsz, cfg.actor_rollout_ref.actor.use_dynamic_bsz)
+    return MicroBatching(micro_batch_size, c.ppo_max_token_len_per_gpu if dynamic else None)
+
+
+def critic_values_batching(cfg: RLConfig) -> MicroBatching:
+    c = cfg.critic
+    dynamic = _pick(c.use_dynamic_bsz, cfg.actor_rollout_ref.actor.use_dynamic_bsz)
+    return MicroBatching(c.forward_micro_batch_size_per_gpu,
+                         _pick(c.forward_max_token_len_per_gpu, c.ppo_max_token_len_per_gpu) if dynamic else None)
+
+
+def resolve_backend(cfg: RLConfig) -> None:
+    """trainer.backend=auto: ray when the config asks for several workers (verl's trainer.n_gpus_per_node=8
+    alone means eight workers), else local. Resolved once, in place, before anything reads it."""
+    tr = cfg.trainer
+    if tr.backend == "auto":
+        tr.backend = "ray" if tr.n_gpus_per_node * tr.nnodes > 1 else "local"
+
+
+def _check_token_budgets(cfg: RLConfig, needs_critic: bool, needs_reference: bool) -> None:
+    """A token budget must hold the longest sequence (verl asserts the same): one sequence is never split."""
+    d = cfg.data
+    longest = d.max_prompt_length + d.max_response_length
+    arr = cfg.actor_rollout_ref
+    budgets = [("actor_rollout_ref.actor.ppo_max_token_len_per_gpu", actor_update_batching(cfg, 1)),
+               ("actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu", log_prob_batching(cfg))]
+    if needs_reference:
+        budgets.append(("actor_rollout_ref.ref.log_prob_max_token_len_per_gpu", ref_batching(cfg)))
+    if needs_critic:
+        budgets += [("critic.ppo_max_token_len_per_gpu", critic_update_batching(cfg, 1)),
+                    ("critic.forward_max_token_len_per_gpu", critic_values_batching(cfg))]
+    for key, batching in budgets:
+        if batching.dynamic and batching.max_tokens < longest:
+            raise ConfigError(
+                f"{key}={batching.max_tokens} (in effect) is smaller than one sequence of data.max_prompt_length + "
+                f"data.max_response_length = {longest} tokens, and a sequence is never split; set it to at least "
+                f"{longest} (verl's default is 16384 for the actor)")
+    for key, value in [("actor_rollout_ref.actor.ppo_max_token_len_per_gpu", arr.actor.ppo_max_token_len_per_gpu),
+                       ("critic.ppo_max_token_len_per_gpu", cfg.critic.ppo_max_token_len_per_gpu)]:
+        if value < 1:
+            raise ConfigError(f"{key}={value} must be at least 1")
+
+
+def _check_precision(cfg: RLConfig) -> None:
+    arr = cfg.actor_rollout_ref
+    sections = [("actor_rollout_ref.actor.fsdp_config", arr.actor.fsdp_config),
+                ("critic.model.fsdp_config", cfg.critic.model.fsdp_config)]
+    for key, f in sections:
+        dtype_name(f"{key}.mixed_precision.param_dtype", f.mixed_precision.param_dtype)
+        dtype_name(f"{key}.mixed_precision.reduce_dtype", f.mixed_precision.reduce_dtype)
+        if dtype_name(f"{key}.mixed_precision.buffer_dtype", f.mixed_precision.buffer_dtype) != "fp32":
+            raise ConfigError(f"{key}.mixed_precision.buffer_dtype={f.mixed_precision.buffer_dtype}: buffers (the "
+                              "rotary frequencies) stay fp32 here, as bf16 positions lose precision and FSDP2 has no "
+                              "buffer dtype; remove the key or set it to fp32")
+        if dtype_name(f"{key}.model_dtype", f.model_dtype) != "fp32":
+            raise ConfigError(f"{key}.model_dtype={f.model_dtype}: trained weights and their AdamW state stay fp32 "
+                              "(master weights: updates of lr=1e-6 vanish when added to bf16 weights); for bf16 "
+                              f"compute set {key}.mixed_precision.param_dtype=bf16")
+    ref = arr.ref.fsdp_config
+    stored = dtype_name("actor_rollout_ref.ref.fsdp_config.model_dtype", ref.model_dtype)
+    compute = ref_compute_dtype(cfg)
+    if stored == "bf16" and compute == "fp32":
+        raise ConfigError("actor_rollout_ref.ref.fsdp_config.model_dtype=bf16 keeps the reference's weights in bf16, "
+                          "so it computes in bf16, but its mixed_precision.param_dtype is fp32 (in effect); set "
+                          "actor_rollout_ref.ref.fsdp_config.mixed_precision.param_dtype=bf16 (or the actor's)")
+    r = arr.rollout
+    if r.name == "hf" and r.dtype not in ("float32", "bfloat16"):
+        raise ConfigError(f"actor_rollout_ref.rollout.dtype={r.dtype!r} with the hf engine: use float32 or bfloat16 "
+                          "(float16 and auto are vLLM's)")
+
+
+def ref_compute_dtype(cfg: RLConfig) -> str:
+    """'fp32' or 'bf16': the reference's own mixed_precision.param_dtype, else the actor's."""
+    arr = cfg.actor_rollout_ref
+    own = arr.ref.fsdp_config.mixed_precision.param_dtype
+    if own is not None:
+        return dtype_name("actor_rollout_ref.ref.fsdp_config.mixed_precision.param_dtype", own)
+    return dtype_name("actor_rollout_ref.actor.fsdp_config.mixed_precision.param_dtype",
+                      arr.actor.fsdp_config.mixed_precision.param_dtype)
+
+
+def _check_tensor_parallel(cfg: RLConfig) -> None:
+    tp = cfg.actor_rollout_ref.rollout.tensor_model_parallel_size
+    if tp < 1:
+        raise ConfigError(f"actor_rollout_ref.rollout.tensor_model_parallel_size={tp} must be at least 1")
+    if tp > 1:
+        raise ConfigError(
+            f"actor_rollout_ref.rollout.tensor_model_parallel_size={tp}: in verl one vLLM engine spans {tp} GPUs of the "
+            "actor pool; hybridrl runs one engine per process and does not yet run vLLM inside Ray workers, so "
+            "there is no engine to span several; set actor_rollout_ref.rollout.tensor_model_parallel_size=1")
+
+
+LEGACY_WORKER_IMPL = ("auto", "enable", "disable")
+
+
+def check_levers(cfg: RLConfig, needs_critic: bool, needs_reference: bool) -> None:
+    """Values of the lever keys; cross-key rules with the rest of the config live in validate.py."""
+    _check_token_budgets(cfg, needs_critic, needs_reference)
+    _check_precision(cfg)
+    _check_tensor_parallel(cfg)
+    if cfg.trainer.use_legacy_worker_impl not in LEGACY_WORKER_IMPL:
+        raise ConfigError(f"trainer.use_legacy_worker_impl={cfg.trainer.use_legacy_worker_impl!r} is not supported; "
+                          f"valid values: {', '.join(LEGACY_WORKER_IMPL)} (all train the same here)")
