@@ -13,9 +13,8 @@ from dataclasses import dataclass
 from torch import Tensor
 
 from hybridrl.algos.kl import kl_penalty
+from hybridrl.config.schema import KL_CTRL_TYPES  # the valid values, declared with the key
 from hybridrl.errors import ConfigError
-
-KL_CTRL_TYPES = ("fixed", "adaptive")
 
 
 @dataclass

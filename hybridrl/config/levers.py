@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from hybridrl.config.schema import RLConfig
-from hybridrl.errors import ConfigError
+from hybridrl.errors import ConfigError, messages_of, raise_all
 
 # verl's PrecisionType spellings; fp16 is refused below (it needs loss scaling, which no trainer here does)
 DTYPE_NAMES = {"fp32": "fp32", "float32": "fp32", "32": "fp32", "bf16": "bf16", "bfloat16": "bf16"}
@@ -93,7 +93,6 @@ def _check_token_budgets(cfg: RLConfig, needs_critic: bool, needs_reference: boo
     """A token budget must hold the longest sequence (verl asserts the same): one sequence is never split."""
     d = cfg.data
     longest = d.max_prompt_length + d.max_response_length
-    arr = cfg.actor_rollout_ref
     budgets = [("actor_rollout_ref.actor.ppo_max_token_len_per_gpu", actor_update_batching(cfg, 1)),
                ("actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu", log_prob_batching(cfg))]
     if needs_reference:
@@ -107,10 +106,6 @@ def _check_token_budgets(cfg: RLConfig, needs_critic: bool, needs_reference: boo
                 f"{key}={batching.max_tokens} (in effect) is smaller than one sequence of data.max_prompt_length + "
                 f"data.max_response_length = {longest} tokens, and a sequence is never split; set it to at least "
                 f"{longest} (verl's default is 16384 for the actor)")
-    for key, value in [("actor_rollout_ref.actor.ppo_max_token_len_per_gpu", arr.actor.ppo_max_token_len_per_gpu),
-                       ("critic.ppo_max_token_len_per_gpu", cfg.critic.ppo_max_token_len_per_gpu)]:
-        if value < 1:
-            raise ConfigError(f"{key}={value} must be at least 1")
 
 
 def _check_precision(cfg: RLConfig) -> None:
@@ -153,8 +148,6 @@ def ref_compute_dtype(cfg: RLConfig) -> str:
 
 def _check_tensor_parallel(cfg: RLConfig) -> None:
     tp = cfg.actor_rollout_ref.rollout.tensor_model_parallel_size
-    if tp < 1:
-        raise ConfigError(f"actor_rollout_ref.rollout.tensor_model_parallel_size={tp} must be at least 1")
     if tp > 1:
         raise ConfigError(
             f"actor_rollout_ref.rollout.tensor_model_parallel_size={tp}: in verl one vLLM engine spans {tp} GPUs of the "
@@ -162,14 +155,14 @@ def _check_tensor_parallel(cfg: RLConfig) -> None:
             "there is no engine to span several; set actor_rollout_ref.rollout.tensor_model_parallel_size=1")
 
 
-LEGACY_WORKER_IMPL = ("auto", "enable", "disable")
-
-
 def check_levers(cfg: RLConfig, needs_critic: bool, needs_reference: bool) -> None:
-    """Values of the lever keys; cross-key rules with the rest of the config live in validate.py."""
-    _check_token_budgets(cfg, needs_critic, needs_reference)
-    _check_precision(cfg)
-    _check_tensor_parallel(cfg)
-    if cfg.trainer.use_legacy_worker_impl not in LEGACY_WORKER_IMPL:
-        raise ConfigError(f"trainer.use_legacy_worker_impl={cfg.trainer.use_legacy_worker_impl!r} is not supported; "
-                          f"valid values: {', '.join(LEGACY_WORKER_IMPL)} (all train the same here)")
+    """Values of the lever keys beyond their declared ranges (dtype spellings, token budgets against the
+    sequence length, rollout TP); every problem at once. Rules with the rest of the config live in validate.py."""
+    errors: list[str] = []
+    for check in (lambda: _check_token_budgets(cfg, needs_critic, needs_reference), lambda: _check_precision(cfg),
+                  lambda: _check_tensor_parallel(cfg)):
+        try:
+            check()
+        except ConfigError as e:
+            errors.extend(messages_of(e))
+    raise_all(errors)

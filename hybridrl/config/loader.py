@@ -1,43 +1,142 @@
 """Build a typed config from defaults, an optional YAML file and dotted overrides.
 
 Order: dataclass defaults < YAML file < `key=value` overrides. Every key is checked
-against the dataclass tree first, so a typo is an error naming the closest valid key,
-and every value is type-checked by OmegaConf, re-worded as one line naming the key and
-the expected type.
+against the dataclass tree first, so a typo is an error naming the closest valid key;
+every value is type-checked by OmegaConf, re-worded as one line naming the key and
+the expected type; `${...}` references are resolved, a broken one named with its key; and
+every value is checked against the range or choices its field declares (config/constraints.py).
+All these problems of one command are reported together (errors.ConfigErrors).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import difflib
+import functools
 import os
+import re
 import typing
-from typing import Any, TypeVar
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from hybridrl.errors import ConfigError
+from hybridrl.config.constraints import check_constraints
+from hybridrl.errors import ConfigError, raise_all
 
 C = TypeVar("C")
 
 
+@dataclass
+class LoadedConfig(Generic[C]):
+    """A config with every refused value left at its default, and what was refused."""
+
+    config: C
+    errors: list[str]  # one line each: unknown keys, wrong types, broken interpolations, values out of range
+    refused: set[str]  # the dotted keys those errors are about (and the keys suggested for unknown ones)
+
+
 def load_config(cls: type[C], config_file: str | None = None, overrides: list[str] | tuple[str, ...] = ()) -> C:
-    """Return an instance of dataclass `cls` with the YAML file and overrides applied."""
-    merged = OmegaConf.structured(cls)
-    layers = [(_parse_overrides(overrides), "command line")]
+    """Return an instance of dataclass `cls` with the YAML file and overrides applied; every problem
+    of the keys and values at once as ConfigErrors (one problem: its message alone)."""
+    loaded = load_config_checked(cls, config_file, overrides)
+    raise_all(loaded.errors)
+    return loaded.config
+
+
+def load_config_checked(cls: type[C], config_file: str | None = None,
+                        overrides: list[str] | tuple[str, ...] = ()) -> LoadedConfig[C]:
+    """Like load_config, but the problems are returned with the config instead of raised, so that a
+    caller can add the checks that tie keys together (config/validate.py) to the same report."""
+    errors: list[str] = []
+    refused: set[str] = set()
+    layers = [(_parse_overrides(overrides, errors), "command line")]
     if config_file is not None:
         layers.insert(0, (_load_yaml(config_file), f"--config {config_file}"))
-    for layer, source in layers:
-        try:  # merge one layer at a time so a type error names where the value came from
-            merged = OmegaConf.merge(merged, _checked(cls, layer, source))
+    merged = OmegaConf.structured(cls)
+    for layer, source in layers:  # one layer at a time, so a type error names where the value came from
+        merged = _merge(cls, merged, _checked(cls, layer, source, errors, refused), source, errors, refused)
+    config = _to_object(cls, merged, errors, refused)
+    keys = valid_keys(cls)
+    out_of_range = check_constraints(config, keys, refused, {k for k in keys if _nullable(field_type(cls, k))})
+    errors += out_of_range.values()
+    for key in out_of_range:  # later checks see the default, not a value already refused
+        _set(config, key, _get(_defaults(cls), key))
+    return LoadedConfig(config, errors, refused | set(out_of_range))
+
+
+def _nullable(tp: Any) -> bool:
+    return typing.get_origin(tp) is typing.Union and type(None) in typing.get_args(tp)
+
+
+def _set(obj: Any, dotted: str, value: Any) -> None:
+    *path, last = dotted.split(".")
+    for part in path:
+        obj = getattr(obj, part)
+    setattr(obj, last, value)
+
+
+def _merge(cls: type, merged: DictConfig, layer: DictConfig, source: str, errors: list[str], refused: set[str]):
+    """merged <- layer; a value of the wrong type is reported and its key keeps its earlier value."""
+    try:
+        return OmegaConf.merge(merged, layer)
+    except OmegaConfBaseException:
+        pass
+    free = _free_keys(cls)
+    for dotted, value in _leaves(layer, free=free):  # key by key, to report every wrong value
+        one = OmegaConf.create()
+        OmegaConf.update(one, dotted, value, merge=False)
+        try:
+            merged = OmegaConf.merge(merged, one)
         except OmegaConfBaseException as e:
-            raise ConfigError(f"{source}: {_type_error_message(cls, e)}") from None
-    return OmegaConf.to_object(merged)  # type: ignore[return-value]
+            errors.append(f"{source}: {_type_error_message(cls, e)}")
+            refused.add(dotted)
+    return merged
 
 
+def _to_object(cls: type[C], merged: DictConfig, errors: list[str], refused: set[str]) -> C:
+    """The dataclass instance; a `${...}` that cannot be resolved is reported with its key, which
+    then keeps its default."""
+    for _ in range(len(valid_keys(cls)) + 1):  # each round reports (and resets) one broken key
+        try:
+            return OmegaConf.to_object(merged)  # type: ignore[return-value]
+        except OmegaConfBaseException as e:
+            key = (e.full_key or "").split("[")[0]
+            if key not in valid_keys(cls) or key in refused:
+                raise ConfigError(f"invalid config: {str(e.msg).splitlines()[0]}") from None
+            raw = OmegaConf.to_container(merged, resolve=False)
+            errors.append(_interpolation_message(key, _get(raw, key), e))
+            refused.add(key)
+            OmegaConf.update(merged, key, _get(_defaults(cls), key), merge=False)
+    raise ConfigError("invalid config: interpolations could not be resolved")
+
+
+def _defaults(cls: type) -> dict:
+    """The dataclass tree's default values, unresolved (`${...}` kept as text)."""
+    return OmegaConf.to_container(OmegaConf.structured(cls), resolve=False)  # type: ignore[return-value]
+
+
+def _get(tree: Any, dotted: str) -> Any:
+    for part in dotted.split("."):
+        tree = tree[part]
+    return tree
+
+
+def _interpolation_message(key: str, raw: Any, e: OmegaConfBaseException) -> str:
+    """One line for a `${...}` value that cannot be resolved: the key, its text and why."""
+    reason = str(e.msg).splitlines()[0]
+    missing = re.match(r"Interpolation key '(.+)' not found", reason)
+    if missing:
+        return (f"{key}={raw!r}: ${{{missing.group(1)}}} refers to no config key; write ${{section.key}} with a key "
+                "`--help` lists (e.g. ${trainer.experiment_name})")
+    return f"{key}={raw!r}: cannot resolve the interpolation ({reason})"
+
+
+@functools.lru_cache(maxsize=None)
 def valid_keys(cls: type) -> dict[str, dataclasses.Field]:
-    """Every leaf key of the dataclass tree, dotted (`actor_rollout_ref.actor.clip_ratio`)."""
+    """Every leaf key of the dataclass tree, dotted (`actor_rollout_ref.actor.clip_ratio`). Cached: do
+    not modify the dict."""
     keys: dict[str, dataclasses.Field] = {}
     hints = typing.get_type_hints(cls)
     for f in dataclasses.fields(cls):
@@ -48,6 +147,7 @@ def valid_keys(cls: type) -> dict[str, dataclasses.Field]:
     return keys
 
 
+@functools.lru_cache(maxsize=None)
 def field_type(cls: type, dotted: str) -> Any:
     """The annotated type of a dotted key (`Optional[int]`, `list[str]` ...)."""
     *parents, leaf = dotted.split(".")
@@ -70,45 +170,73 @@ def _load_yaml(path: str) -> DictConfig:
     import yaml
 
     if not os.path.isfile(path):
-        raise ConfigError(f"--config {path}: no such file")
+        raise ConfigError(f"--config {path}: {'a folder, not a file' if os.path.isdir(path) else 'no such file'}")
     try:
         with open(path, encoding="utf-8") as f:
             loaded = yaml.safe_load(f)
         loaded = {} if loaded is None else loaded  # an empty file sets nothing
     except yaml.YAMLError as e:
         raise ConfigError(f"--config {path}: not valid YAML ({str(e).splitlines()[0]})") from None
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"--config {path}: not UTF-8 text (byte {e.object[e.start]:#04x} at offset {e.start}); "
+                          "save the file as UTF-8") from None
+    except OSError as e:
+        raise ConfigError(f"--config {path}: cannot read it ({e.strerror or e})") from None
     if not isinstance(loaded, dict):
         raise ConfigError(f"--config {path}: expected a mapping of keys at the top level, got {type(loaded).__name__}")
-    return OmegaConf.create(loaded)
+    try:
+        return OmegaConf.create(loaded)
+    except OmegaConfBaseException as e:  # e.g. a YAML date or a set, which no config key holds
+        raise ConfigError(f"--config {path}: {str(e.msg).splitlines()[0]}") from None
 
 
-def _parse_overrides(overrides: list[str] | tuple[str, ...]) -> DictConfig:
+def _parse_overrides(overrides: list[str] | tuple[str, ...], errors: list[str]) -> DictConfig:
+    """The overrides as one mapping (later ones win); a malformed one is reported and left out."""
+    out = OmegaConf.create()
     for item in overrides:
         key, sep, _ = item.partition("=")
         if not sep or not key or key.startswith("-"):
-            raise ConfigError(f"override {item!r} must look like key=value (for example data.train_batch_size=32)")
-    try:
-        return OmegaConf.from_dotlist(list(overrides))
-    except Exception as e:  # OmegaConf and YAML parser errors alike, e.g. `key=[a, b`
-        raise ConfigError(f"cannot parse overrides {list(overrides)}: {str(e).splitlines()[0]}") from None
+            errors.append(f"override {item!r} must look like key=value (for example data.train_batch_size=32)")
+            continue
+        try:
+            out = OmegaConf.merge(out, OmegaConf.from_dotlist([item]))
+        except Exception as e:  # OmegaConf and YAML parser errors alike, e.g. `key=[a, b`
+            errors.append(f"cannot parse overrides: {item!r} ({str(e).splitlines()[0]})")
+    return out
 
 
-def _checked(cls: type, cfg: DictConfig, source: str) -> DictConfig:
+@functools.lru_cache(maxsize=None)
+def _free_keys(cls: type) -> frozenset[str]:
+    """dict-typed passthrough keys (engine_kwargs.vllm): one leaf holding a whole mapping."""
+    return frozenset(k for k in valid_keys(cls) if field_type(cls, k) is dict or typing.get_origin(field_type(cls, k)) is dict)
+
+
+def _checked(cls: type, cfg: DictConfig, source: str, errors: list[str], refused: set[str]) -> DictConfig:
     """A copy of cfg with dotted keys expanded (`data.seed: 1` in YAML) and scalars given for list
-    keys wrapped in a list; unknown keys are an error naming the closest valid one."""
+    keys wrapped in a list; an unknown key is reported (naming the closest valid one) and left out."""
     keys = valid_keys(cls)
-    free = {k for k in keys if field_type(cls, k) is dict or typing.get_origin(field_type(cls, k)) is dict}
     out = OmegaConf.create()
-    for dotted, value in _leaves(cfg, free=free):
+    for dotted, value in _leaves(cfg, free=_free_keys(cls)):
         if dotted not in keys:
-            group = next((k for k in keys if k.startswith(dotted + ".")), None)
-            if group is not None:
-                raise ConfigError(f"{source}: {dotted!r} is a group of keys, not a value; set e.g. {group}=...")
-            raise ConfigError(f"{source}: unknown key {dotted!r}; {_suggest(dotted, list(keys))}")
+            errors.append(_unknown_key_message(dotted, list(keys), source))
+            refused.update([dotted, *difflib.get_close_matches(dotted, list(keys), n=1, cutoff=0.6)])
+            continue
+        if value == "???":  # OmegaConf's "missing" marker: a merge would silently keep the old value
+            errors.append(f"{source}: {dotted}=??? leaves the key without a value; give one (or remove it)")
+            refused.add(dotted)
+            continue
         if typing.get_origin(field_type(cls, dotted)) is list and not isinstance(value, (list, ListConfig)):
             value = [value]  # verl accepts `train_files=x.parquet`
         OmegaConf.update(out, dotted, value, merge=False)
     return out
+
+
+def _unknown_key_message(dotted: str, keys: list[str], source: str) -> str:
+    """The line for a key the schema does not have: a group given a value, or the closest valid key."""
+    group = next((k for k in keys if k.startswith(dotted + ".")), None)
+    if group is not None:
+        return f"{source}: {dotted!r} is a group of keys, not a value; set e.g. {group}=..."
+    return f"{source}: unknown key {dotted!r}; {_suggest(dotted, keys)}"
 
 
 def _leaves(cfg: DictConfig, prefix: str = "", free: set[str] = frozenset()) -> list[tuple[str, Any]]:

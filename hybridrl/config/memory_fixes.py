@@ -8,8 +8,9 @@ import functools
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from hybridrl.config.derive import actor_plan
 from hybridrl.config.memory import SHARDED, Phase, PoolMemory, estimate_memory, fmt_bytes
-from hybridrl.config.plan import BatchPlan, make_batch_plan
+from hybridrl.config.plan import largest_divisor
 from hybridrl.config.schema import RLConfig
 from hybridrl.errors import ConfigError
 
@@ -31,19 +32,32 @@ def _with(cfg: RLConfig, overrides: dict[str, Any]) -> RLConfig:
     return out
 
 
-def _actor_plan(cfg: RLConfig) -> BatchPlan:
-    """validate_rl_config's batch plan, without the rest of validation."""
-    d, arr, tr = cfg.data, cfg.actor_rollout_ref, cfg.trainer
-    return make_batch_plan(d.train_batch_size, arr.rollout.n, arr.actor.ppo_mini_batch_size,
-                           arr.actor.ppo_micro_batch_size_per_gpu, arr.actor.ppo_epochs, tr.n_gpus_per_node * tr.nnodes)
-
-
 def _try_estimate(cfg: RLConfig) -> tuple[PoolMemory, ...] | None:
-    """The pools of a candidate config, or None when its batch sizes are inconsistent."""
+    """The pools of a candidate config, or None when its batch sizes are inconsistent (or a model
+    folder cannot be read: check_memory reports that)."""
     try:
-        return estimate_memory(cfg, _actor_plan(cfg)).pools
+        return estimate_memory(cfg, actor_plan(cfg)).pools
     except ConfigError:
         return None
+
+
+def fit_derived(cfg: RLConfig, knobs: set[str]) -> dict[str, int]:
+    """{knob: the largest value with which its phases fit} for the `knobs` (micro-batch sizes derived
+    because they were left null) whose phases exceed the memory estimate; {} when all fit, when the
+    estimate cannot be made, or when no value fits (check_memory then refuses with its fixes)."""
+    overrides: dict[str, int] = {}
+    for _ in range(len(knobs)):  # each round settles one knob
+        pools = _try_estimate(_with(cfg, overrides))
+        failing = [(pool, ph) for pool in pools or () for ph in pool.phases
+                   if pool.total(ph) > pool.budget and ph.knob in knobs and ph.knob not in overrides]
+        if not failing:
+            break
+        pool, phase = failing[0]
+        value = _largest_knob(cfg, overrides, pool.name, phase)
+        if value is None:
+            break
+        overrides[phase.knob] = value
+    return overrides
 
 
 def _phase_fits(cfg: RLConfig, pool_name: str, phase_name: str) -> bool:
@@ -94,7 +108,7 @@ def _micro_for(key: str, micro: int, per_worker: int) -> dict[str, int]:
     """{key: the largest divisor of a worker's new mini-batch share up to `micro`}; {} if `micro` divides it."""
     if per_worker % micro == 0:
         return {}
-    return {key: max(d for d in range(1, min(micro, per_worker) + 1) if per_worker % d == 0)}
+    return {key: largest_divisor(per_worker, micro)}
 
 
 def _fit_workers(cfg: RLConfig, pools: set[str]) -> dict[str, Any] | None:

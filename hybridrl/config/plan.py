@@ -4,11 +4,19 @@ Units (verl's): `data.train_batch_size` and `actor.ppo_mini_batch_size` count pr
 each prompt yields `rollout.n` responses; `*_micro_batch_size_per_gpu` counts responses
 on one worker. Every inconsistency is a `ConfigError` naming the keys and proposing
 values that work.
+
+A micro-batch size left null is derived (verl requires it, or dynamic batch sizes; we derive
+it instead, so a small batch never meets a default that does not divide it): the update's is
+the largest divisor of a worker's mini-batch share up to MICRO_CAP (config/derive.py may
+lower it further to fit the memory estimate).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Optional
+
+MICRO_CAP = 128  # most responses per update micro-batch when the size is derived (verl's examples use 4-64 per GPU)
 
 from hybridrl.errors import ConfigError
 
@@ -25,6 +33,7 @@ class BatchPlan:
     mini_batch_responses_per_worker: int
     micro_batch_responses_per_worker: int
     grad_accum_steps: int  # micro-batches per optimizer step on one worker
+    derived: tuple[str, ...] = ()  # `key=value (why)` of each micro-batch size derived because it was left null
 
     @property
     def optimizer_steps_per_step(self) -> int:
@@ -45,6 +54,7 @@ class BatchPlan:
             f"{self.grad_accum_steps} micro-batch(es) of {self.micro_batch_responses_per_worker}",
             "  old log-probs: " + ("taken from the update's first forward (on-policy)" if self.on_policy
                                    else "recomputed before the update"),
+            *(["  derived (keys left null):"] + [f"    {note}" for note in self.derived] if self.derived else []),
         ])
 
 
@@ -52,21 +62,25 @@ def make_batch_plan(
     train_batch_size: int,
     n: int,
     ppo_mini_batch_size: int,
-    ppo_micro_batch_size_per_gpu: int,
+    ppo_micro_batch_size_per_gpu: Optional[int],
     ppo_epochs: int = 1,
     world_size: int = 1,
     role: str = "actor_rollout_ref.actor",
     world_key: str = "trainer.n_gpus_per_node * trainer.nnodes",
+    micro_cap: int = MICRO_CAP,
 ) -> BatchPlan:
     """Normalize verl batch sizes (see module doc); raise ConfigError on any inconsistency.
 
     `role` is the config section whose ppo_* keys are checked (the actor's, or `critic`);
-    `world_key` names the setting that gives `world_size` (the critic's own pool: critic.n_workers)."""
+    `world_key` names the setting that gives `world_size` (the critic's own pool: critic.n_workers).
+    `ppo_micro_batch_size_per_gpu=None` derives it: the largest divisor of a worker's mini-batch share
+    up to `micro_cap` (noted in `derived`)."""
+    micro_key = f"{role}.ppo_micro_batch_size_per_gpu"
     for key, value in [
         ("data.train_batch_size", train_batch_size),
         ("actor_rollout_ref.rollout.n", n),
         (f"{role}.ppo_mini_batch_size", ppo_mini_batch_size),
-        (f"{role}.ppo_micro_batch_size_per_gpu", ppo_micro_batch_size_per_gpu),
+        (micro_key, 1 if ppo_micro_batch_size_per_gpu is None else ppo_micro_batch_size_per_gpu),
         (f"{role}.ppo_epochs", ppo_epochs),
         (world_key, world_size),
     ]:
@@ -91,6 +105,11 @@ def make_batch_plan(
             f"{role}.ppo_mini_batch_size or {world_key} so that {world_size} divides it"
         )
     per_worker = mini_responses // world_size
+    derived = ()
+    if ppo_micro_batch_size_per_gpu is None:
+        ppo_micro_batch_size_per_gpu = largest_divisor(per_worker, micro_cap)
+        derived = (f"{micro_key}={ppo_micro_batch_size_per_gpu} (the largest divisor of a worker's {per_worker} "
+                   f"mini-batch responses up to {micro_cap})",)
     if ppo_micro_batch_size_per_gpu > per_worker or per_worker % ppo_micro_batch_size_per_gpu:
         raise ConfigError(
             f"{role}.ppo_micro_batch_size_per_gpu={ppo_micro_batch_size_per_gpu} must divide the "
@@ -108,7 +127,13 @@ def make_batch_plan(
         mini_batch_responses_per_worker=per_worker,
         micro_batch_responses_per_worker=ppo_micro_batch_size_per_gpu,
         grad_accum_steps=per_worker // ppo_micro_batch_size_per_gpu,
+        derived=derived,
     )
+
+
+def largest_divisor(total: int, cap: int) -> int:
+    """The largest d <= cap that divides total (total, cap >= 1)."""
+    return max(d for d in range(1, min(total, cap) + 1) if total % d == 0)
 
 
 def total_training_steps(num_prompts: int, train_batch_size: int, total_epochs: int, override: int | None) -> int:

@@ -29,8 +29,6 @@ import torch
 
 from hybridrl.distributed.dp import SINGLE, DataParallel
 
-STRATEGIES = ("ddp", "fsdp2", "fsdp")  # fsdp: verl's name, sharded here with FSDP2
-
 
 class Replicated:
     """`ddp`: a whole copy per rank."""

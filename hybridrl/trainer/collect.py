@@ -16,12 +16,10 @@ from hybridrl.errors import HybridRLError
 from hybridrl.rewards.manager import RewardManager, RewardOutput
 from hybridrl.trainer.metrics import timed
 
-FILTER_METRICS = ("acc", "score", "seq_reward")
-
 
 @dataclass(frozen=True)
 class GroupFilter:
-    metric: str  # FILTER_METRICS: score = the scorer's value, acc = its "acc" extra if any (else score),
+    metric: str  # schema.FILTER_METRICS: score = the scorer's value, acc = its "acc" extra if any (else score),
     # seq_reward = after shaping
     max_num_gen_batches: int  # 0: no limit
 

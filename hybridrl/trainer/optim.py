@@ -6,9 +6,8 @@ import math
 
 import torch
 
+from hybridrl.config.schema import WARMUP_STYLES  # the valid values, declared with the key
 from hybridrl.errors import ConfigError
-
-WARMUP_STYLES = ("constant", "cosine")
 
 
 def warmup_steps_of(lr_warmup_steps: int, lr_warmup_steps_ratio: float, total_steps: int) -> int:

@@ -12,18 +12,17 @@ from tqdm import tqdm
 
 from hybridrl.batch import split
 from hybridrl.config.plan import total_training_steps
-from hybridrl.config.sft import SFTConfig
-from hybridrl.config.validate import check_choice
+from hybridrl.config.sft import SFTConfig, validate_sft_config
 from hybridrl.data.dataset import RLDataset
 from hybridrl.data.sampler import PromptSampler
 from hybridrl.data.sft import SFTBatch, SFTDataset
-from hybridrl.errors import ConfigError
-from hybridrl.models.loading import eos_token_ids, load_causal_lm, load_tokenizer
+from hybridrl.models.loading import eos_token_ids, load_causal_lm, load_tokenizer, resolve_model_path, weights_bytes
 from hybridrl.rewards.manager import RewardManager
 from hybridrl.rollout.base import SamplingParams, generate_rollout
 from hybridrl.rollout.hf import HFRolloutEngine
-from hybridrl.trainer.optim import WARMUP_STYLES, build_optimizer, warmup_steps_of
-from hybridrl.trainer.tracking import Tracker, check_loggers
+from hybridrl.trainer.checkpoint import check_output_dir
+from hybridrl.trainer.optim import build_optimizer, warmup_steps_of
+from hybridrl.trainer.tracking import Tracker
 from hybridrl.trainer.validate import mean_val_score, validate
 
 
@@ -43,11 +42,10 @@ def save_hf(model, tokenizer, folder: str) -> None:
 
 def run_sft(cfg: SFTConfig, log=tqdm.write) -> dict[str, float]:
     d, o, tr = cfg.data, cfg.optim, cfg.trainer
-    check_choice("optim.lr_scheduler", o.lr_scheduler, WARMUP_STYLES)
-    check_loggers(tr.logger)
-    if d.train_batch_size % d.micro_batch_size_per_gpu:
-        raise ConfigError(f"data.micro_batch_size_per_gpu={d.micro_batch_size_per_gpu} must divide "
-                          f"data.train_batch_size={d.train_batch_size}")
+    for note in validate_sft_config(cfg):  # ranges and choices were checked when the config was loaded
+        log(note)
+    folder = resolve_model_path(cfg.model.partial_pretrain, "model.partial_pretrain")
+    check_output_dir(tr.default_local_dir, weights_bytes(folder))  # unwritable or full: fail now, not after training
     torch.manual_seed(tr.seed)
     tokenizer = load_tokenizer(cfg.model.partial_pretrain)
     model = load_causal_lm(cfg.model.partial_pretrain)

@@ -132,11 +132,14 @@ def test_plan_counts_every_role_and_refuses_what_cannot_fit(reward_model_dir):
     assert "reference weights" not in plain and "critic weights" not in plain
     assert "reference weights: 13.3 MiB" in ppo and "critic AdamW moments: 26.7 MiB" in ppo
     assert "reward model weights" in ppo
-    refused = cli("plan", "trainer.memory_per_worker_gb=0.5")
+    refused = cli("plan", "trainer.memory_per_worker_gb=0.5", "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=128")
     assert_one_line_error(refused, "the actor pool needs about", "policy update",
                           "it fits with actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=64")
     assert cli("plan", "trainer.memory_per_worker_gb=0.5", "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=64"
                ).returncode == 0  # the proposed value really fits
+    derived = cli("plan", "trainer.memory_per_worker_gb=0.5")  # left null, the size is derived to fit instead
+    assert derived.returncode == 0, derived.stderr
+    assert "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=64 (lowered to fit the memory estimate" in derived.stdout
 
 
 def test_plan_prints_the_placement_of_every_role():

@@ -4,6 +4,7 @@ the fix) and counted by `hybridrl plan` as adapters plus a trained head."""
 from __future__ import annotations
 
 import importlib.util
+import re
 
 import pytest
 
@@ -68,7 +69,10 @@ def test_what_the_checks_let_through():
     if importlib.util.find_spec("ray") is not None:  # ddp over several workers holds the base weights on each
         check(GAE, f"{C}lora_rank=8", *RAY2)
     check(GAE, f"{C}lora_rank=8", "critic.strategy=fsdp2")  # one rank: fsdp2 is the plain model
-    check(f"{C}lora_rank=-1")  # grpo has no critic, so critic.* is not read (as for critic.cliprange_value)
+    # a value outside its declared range is refused even where the key is unused (grpo has no critic):
+    # config/constraints.py checks every key, as Hydra's structured configs and pydantic do
+    with pytest.raises(ConfigError, match=re.escape(f"{C}lora_rank=-1 must be >= 0")):
+        check(f"{C}lora_rank=-1")
     # both roles at once, each validated under its own key
     with pytest.raises(ConfigError, match="actor_rollout_ref.model.lora_alpha=0.0"):
         check(GAE, "actor_rollout_ref.model.lora_rank=8", "actor_rollout_ref.model.lora_alpha=0", f"{C}lora_rank=8")

@@ -19,11 +19,16 @@ def validate(*overrides: str) -> BatchPlan:
 
 def test_default_config_passes_and_is_on_policy():
     plan = validate()
-    # defaults: 32 prompts x 8 = 256 responses; mini 32 prompts = 256 responses; micro 128 -> 2 micro-batches
+    # defaults: 32 prompts x 8 = 256 responses; mini 32 prompts = 256 responses; the micro-batch size is
+    # left null, so derived: the largest divisor of 256 up to 128 = 128 -> 2 micro-batches
+    derived = ("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=128 (the largest divisor of a worker's 256 "
+               "mini-batch responses up to 128)",
+               # no reference (no KL term) and no critic (grpo): only the policy's log-prob pass is listed
+               "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=256 (at most 256 responses per forward)")
     assert plan == BatchPlan(world_size=1, prompts_per_step=32, n=8, responses_per_step=256,
                              mini_batch_responses=256, mini_batches_per_epoch=1, ppo_epochs=1,
                              mini_batch_responses_per_worker=256, micro_batch_responses_per_worker=128,
-                             grad_accum_steps=2)
+                             grad_accum_steps=2, derived=derived)
     assert plan.on_policy is True
 
 
@@ -190,7 +195,9 @@ def test_several_workers_need_the_ray_backend():
     "actor_rollout_ref.rollout.val_kwargs.n",
 ])
 def test_size_below_one(key):
-    with pytest.raises(ConfigError, match=f"^{re.escape(key)}=0 must be at least 1$"):
+    # the micro-batch sizes are Optional now (null: derived), so their message says null is valid too
+    nullable = " (or null)" if "micro_batch" in key else ""
+    with pytest.raises(ConfigError, match=f"^{re.escape(key)}=0 must be at least 1{re.escape(nullable)}$"):
         validate(f"{key}=0")
 
 
@@ -215,7 +222,7 @@ def test_critic_batch_sizes_default_to_the_actors_and_errors_name_critic_keys():
     (["algorithm.use_kl_in_reward=true", "algorithm.kl_penalty=k4"], r"^algorithm\.kl_penalty='k4' is not a known KL"),
     (["algorithm.use_kl_in_reward=true", "algorithm.kl_ctrl.type=pid"], r"algorithm\.kl_ctrl\.type='pid'.*fixed, adaptive"),
     (["algorithm.use_kl_in_reward=true", "algorithm.kl_ctrl.type=adaptive", "algorithm.kl_ctrl.target_kl=0"],
-     r"adaptive needs target_kl > 0"),
+     r"^algorithm\.kl_ctrl\.target_kl=0\.0 must be > 0$"),
     (["algorithm.filter_groups.enable=true", "algorithm.filter_groups.metric=f1"],
      r"algorithm\.filter_groups\.metric='f1'.*acc, score, seq_reward"),
     (["algorithm.filter_groups.enable=true", "algorithm.adv_estimator=remax", "actor_rollout_ref.rollout.n=1"],
@@ -234,8 +241,9 @@ def test_critic_batch_sizes_default_to_the_actors_and_errors_name_critic_keys():
                                      r"resume_path"),
     (["trainer.resume_from_path=ckpt/global_step_2"], r"trainer\.resume_mode='auto' ignores it; set "
                                                       r"trainer\.resume_mode=resume_path"),
-    (["trainer.save_freq=-2"], r"trainer\.save_freq=-2: use N > 0"),
-    (["trainer.max_actor_ckpt_to_keep=0"], r"trainer\.max_actor_ckpt_to_keep=0 must be >= 1"),
+    (["trainer.save_freq=-2"], r"trainer\.save_freq=-2 must be >= -1 \(N > 0: every N steps and the last; -1: the "
+                               r"last step only; 0: never\)"),
+    (["trainer.max_actor_ckpt_to_keep=0"], r"trainer\.max_actor_ckpt_to_keep=0 must be at least 1 \(null keeps all\)"),
 ])
 def test_algorithm_settings_errors(overrides, message):
     with pytest.raises(ConfigError, match=message):
