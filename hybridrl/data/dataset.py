@@ -18,8 +18,6 @@ import torch
 from hybridrl.batch import PromptBatch
 from hybridrl.errors import DataError
 
-TRUNCATION_MODES = ("error", "left", "right")
-
 
 @dataclass
 class PromptRecord:
@@ -33,8 +31,15 @@ class PromptRecord:
 
 def _read_jsonl(path: str, key: str) -> tuple[list[dict], list[str]]:
     rows = []
-    with open(path, encoding="utf-8") as f:
-        for line_no, line in enumerate(f, 1):
+    offset = 0  # bytes before the line, for a decoding error's position in the file
+    with open(path, "rb") as f:
+        for line_no, raw in enumerate(f, 1):
+            try:  # utf-8-sig on the first line: a byte-order mark some editors write is not part of the JSON
+                line = raw.decode("utf-8-sig" if line_no == 1 else "utf-8")
+            except UnicodeDecodeError as e:
+                raise DataError(f"{key}: {path} line {line_no} is not UTF-8 text (byte {raw[e.start]:#04x} at byte "
+                                f"offset {offset + e.start} of the file); save the file as UTF-8") from None
+            offset += len(raw)
             if not line.strip():
                 continue
             try:
@@ -48,23 +53,31 @@ def _read_jsonl(path: str, key: str) -> tuple[list[dict], list[str]]:
     return rows, columns
 
 
+def _read_parquet(path: str, key: str) -> tuple[list[dict], list[str]]:
+    try:
+        table = pq.read_table(path)
+    except (pa.ArrowException, OSError) as e:  # not parquet, truncated, an unsupported type
+        raise DataError(f"{key}: {path} is not a readable parquet file ({str(e).splitlines()[0]}); "
+                        "give a .parquet or .jsonl file") from None
+    return table.to_pylist(), table.column_names
+
+
 def read_rows(path: str, key: str, required: Optional[dict[str, str]] = None) -> list[dict]:
     """Rows of one .parquet or .jsonl file as dicts; `key` names the config key (or flag) in errors.
 
     `required` maps each needed column to the fix when no row has it (the wrong file, or a key
     to set); a row that lacks a value is a row error, reported by the caller."""
+    if os.path.isdir(path):
+        raise DataError(f"{key}: {path} is a folder; give a .parquet or .jsonl file")
     if not os.path.isfile(path):
         hint = " (create it with `hybridrl data arithmetic --output data/arithmetic`)" if "arithmetic" in path else ""
         raise DataError(f"{key}: file not found: {path}{hint}")
-    if path.endswith(".jsonl"):
-        rows, columns = _read_jsonl(path, key)
-    else:
-        try:
-            table = pq.read_table(path)
-        except (pa.ArrowInvalid, OSError) as e:
-            raise DataError(f"{key}: {path} is not a readable parquet file ({str(e).splitlines()[0]}); "
-                            "give a .parquet or .jsonl file") from None
-        rows, columns = table.to_pylist(), table.column_names
+    try:
+        rows, columns = _read_jsonl(path, key) if path.endswith(".jsonl") else _read_parquet(path, key)
+    except OSError as e:  # unreadable: permissions, an I/O error
+        raise DataError(f"{key}: cannot read {path} ({e.strerror or e})") from None
+    if not rows:
+        raise DataError(f"{key}: {path} has no rows; give a file with at least one row")
     for column, fix in (required or {}).items():
         if column not in columns:
             raise DataError(f"{path}: no column {column!r} (columns: {', '.join(columns)}); {fix}")
@@ -133,16 +146,22 @@ def encode_prompts(tokenizer, conversations: list[list[dict]]) -> list[list[int]
     return tokenizer(texts, add_special_tokens=False)["input_ids"]
 
 
+TRAINER_LIMIT = ("data.max_prompt_length",
+                 "raise data.max_prompt_length, or set data.filter_overlong_prompts=true or data.truncation=left|right")
+
+
 class RLDataset:
     """All prompts of the given files, tokenized; overlong prompts handled per `truncation`.
 
     A malformed row is an error naming file, row and fix, or, with `skip_bad_rows`, skipped
-    and counted (`num_bad`, `first_bad`): never dropped silently."""
+    and counted (`num_bad`, `first_bad`): never dropped silently. `limit` names the setting that
+    gave max_prompt_length, and the fix for a prompt over it, in errors (the trainer's key, or a
+    command's flag)."""
 
     def __init__(self, files: list[str], tokenizer, prompt_key: str, max_prompt_length: int,
                  truncation: str = "error", filter_overlong_prompts: bool = False, key: str = "data.train_files",
                  max_samples: int = -1, reward_fn_key: str = "data_source", skip_bad_rows: bool = False,
-                 need_ground_truth: bool = True):
+                 need_ground_truth: bool = True, limit: tuple[str, str] = TRAINER_LIMIT):
         if not files:
             raise DataError(f"{key} is empty; give at least one parquet file")
         self.records: list[PromptRecord] = []
@@ -176,26 +195,24 @@ class RLDataset:
                     if filter_overlong_prompts:
                         self.num_filtered += 1
                         continue
-                    prompt_ids = self._truncate(prompt_ids, max_prompt_length, truncation, path, i)
+                    prompt_ids = self._truncate(prompt_ids, max_prompt_length, truncation, f"{path} row {i}", limit)
                 rm = row.get("reward_model")
                 truth = rm.get("ground_truth") if isinstance(rm, dict) else None
                 self.records.append(PromptRecord(prompt_ids, row[reward_fn_key], "" if truth is None else str(truth),
                                                  offset + i, row.get("extra_info") or {}, row[prompt_key]))
             offset += len(rows)
         if not self.records:
-            raise DataError(f"{key}: no prompts left ({self.num_filtered} over data.max_prompt_length="
+            raise DataError(f"{key}: no prompts left ({self.num_filtered} over {limit[0]}="
                             f"{max_prompt_length}, {self.num_bad} bad rows skipped)")
 
     @staticmethod
-    def _truncate(ids: list[int], limit: int, mode: str, path: str, i: int) -> list[int]:
+    def _truncate(ids: list[int], max_length: int, mode: str, where: str, limit: tuple[str, str]) -> list[int]:
         if mode == "left":
-            return ids[-limit:]
+            return ids[-max_length:]
         if mode == "right":
-            return ids[:limit]
-        raise DataError(
-            f"{path} row {i}: prompt is {len(ids)} tokens, over data.max_prompt_length={limit}; raise "
-            f"data.max_prompt_length, or set data.filter_overlong_prompts=true or data.truncation=left|right"
-        )
+            return ids[:max_length]
+        key, fix = limit
+        raise DataError(f"{where}: prompt is {len(ids)} tokens, over {key}={max_length}; {fix}")
 
     def __len__(self) -> int:
         return len(self.records)

@@ -90,11 +90,11 @@ def val_accuracy(run: Run) -> Series:
 
 def _read_metrics(path: str) -> dict[str, Series]:
     values: dict[str, dict[int, float]] = {}
-    with open(path, encoding="utf-8") as f:
+    with open(path, encoding="utf-8", errors="replace") as f:  # undecodable bytes: that line is skipped below
         for line in f:
             try:
                 record = json.loads(line)
-            except ValueError:  # cut short by a kill
+            except ValueError:  # cut short by a kill, or not text
                 continue
             step = record.get("step") if isinstance(record, dict) else None
             if not isinstance(step, int) or isinstance(step, bool):

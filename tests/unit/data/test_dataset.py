@@ -1,3 +1,5 @@
+import re
+
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -163,3 +165,57 @@ def test_sft_file_without_its_response_column_names_the_response_key(tmp_path, t
     with pytest.raises(DataError, match=r"no column 'extra_info' \(columns: prompt, answer\); set data\.response_key"):
         SFTDataset([path], tok, "prompt", "extra_info.answer", 64, "data.train_files")
     assert len(SFTDataset([path], tok, "prompt", "answer", 64, "data.train_files").examples) == 1
+
+
+def test_jsonl_that_is_not_utf8_names_file_line_and_byte_offset(tmp_path, tok):
+    """Used to be a raw UnicodeDecodeError traceback."""
+    import json
+
+    good = json.dumps(row()) + "\n"  # line 1; line 2 holds a Latin-1 "é" (0xe9) after 5 characters
+    path = tmp_path / "latin1.jsonl"
+    path.write_bytes(good.encode() + b'{"a": "caf\xe9"}\n')
+    offset = len(good.encode()) + len('{"a": "caf')
+    with pytest.raises(DataError, match=f"^data.train_files: {path} line 2 is not UTF-8 text \\(byte 0xe9 at byte "
+                                        f"offset {offset} of the file\\); save the file as UTF-8$"):
+        RLDataset([str(path)], tok, "prompt", 64)
+
+
+def test_jsonl_with_a_byte_order_mark_reads(tmp_path, tok):
+    import json
+
+    path = tmp_path / "bom.jsonl"
+    path.write_bytes(b"\xef\xbb\xbf" + (json.dumps(row()) + "\n").encode())
+    assert len(RLDataset([str(path)], tok, "prompt", 64)) == 1
+
+
+@pytest.mark.parametrize("name, content, message", [
+    ("empty.jsonl", b"", "has no rows; give a file with at least one row"),
+    ("blank.jsonl", b"\n  \n", "has no rows; give a file with at least one row"),
+    ("empty.parquet", b"", "is not a readable parquet file"),
+    ("text.parquet", b"prompt,answer\n", "is not a readable parquet file"),
+])
+def test_empty_and_not_parquet_files_are_one_line(tmp_path, tok, name, content, message):
+    path = tmp_path / name
+    path.write_bytes(content)
+    with pytest.raises(DataError, match=re.escape(f"data.train_files: {path} {message}")):
+        RLDataset([str(path)], tok, "prompt", 64)
+
+
+def test_parquet_without_rows_is_one_line(tmp_path, tok):
+    path = tmp_path / "zero.parquet"
+    pq.write_table(pa.Table.from_pylist([row()]).slice(0, 0), path)
+    with pytest.raises(DataError, match=re.escape(f"data.train_files: {path} has no rows")):
+        RLDataset([str(path)], tok, "prompt", 64)
+
+
+def test_a_folder_given_as_a_data_file_says_so(tmp_path, tok):
+    with pytest.raises(DataError, match=re.escape(f"data.train_files: {tmp_path} is a folder; give a .parquet or "
+                                                  ".jsonl file")):
+        RLDataset([str(tmp_path)], tok, "prompt", 64)
+
+
+def test_overlong_prompt_error_names_the_setting_that_gave_the_limit(tmp_path, tok):
+    """`hybridrl eval` passes its flag, so the fix names --max-prompt-length, not the trainer's key."""
+    path = write_rows(tmp_path / "a.parquet", [row("What is 1+2?")])
+    with pytest.raises(DataError, match=re.escape("prompt is 15 tokens, over --max-prompt-length=4; raise it")):
+        RLDataset([path], tok, "prompt", 4, limit=("--max-prompt-length", "raise it"))

@@ -105,3 +105,12 @@ def test_validation_keys_and_accuracy(tmp_path):
                               "val-core/math/reward/pass@2", "val-core/math/reward/pass@16",
                               "val-core/math/reward/maj@4"]
     assert val_accuracy(run) == [(0, pytest.approx(0.3)), (2, pytest.approx(0.7))]  # (.2+.4)/2, (.6+.8)/2; no pass@2
+
+
+def test_bytes_that_are_not_utf8_are_a_skipped_line_not_a_traceback(tmp_path):
+    """A metrics.jsonl with a corrupt line (e.g. a disk error) reads like one cut short by a kill."""
+    folder = tmp_path / "run"
+    folder.mkdir()
+    (folder / "metrics.jsonl").write_bytes(b'{"step": 1, "a": 1.0}\n\xff\xfe{"step": 2, "a": 2.0}\n'
+                                           b'{"step": 3, "a": 3.0}\n')
+    assert load_run(str(folder)).series["a"] == [(1, 1.0), (3, 3.0)]
