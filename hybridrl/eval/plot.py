@@ -11,6 +11,7 @@ import os
 
 from hybridrl.errors import HybridRLError
 from hybridrl.eval.runs import Run, Series, kl_key, val_accuracy
+from hybridrl.paths import check_output_file
 
 PANELS = ("reward", "validation accuracy", "KL", "entropy", "response length", "step time (s)")
 _KEYS = {"reward": "critic/score/mean", "entropy": "actor/entropy", "response length": "response_length/mean",
@@ -27,22 +28,35 @@ def panel_series(panel: str, run: Run) -> tuple[str, Series] | None:
     return (key, run.series[key]) if key in run.series else None
 
 
-def plot_runs(runs: list[Run], out_path: str):
-    """Draw the PANELS grid for `runs` into `out_path` (format by its extension) and return the
-    matplotlib Figure: axes titled "<panel>: <metric>", one line per run labelled with its name."""
+def _canvas_filetypes() -> dict[str, str]:
     try:  # the Agg canvas of a bare Figure: no display needed, no pyplot global state touched
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
-        from matplotlib.lines import Line2D
     except ImportError as e:
         raise HybridRLError("plotting needs matplotlib: pip install matplotlib "
                             "(or pip install 'hybridrl[plot]')") from e
+    return FigureCanvasAgg(Figure()).get_supported_filetypes()
+
+
+def check_image_path(out_path: str, flag: str) -> None:
+    """An image format matplotlib writes (by the extension) at a path that can be written, checked before
+    any run is read."""
+    ext = os.path.splitext(out_path)[1].lstrip(".").lower()
+    if ext not in _canvas_filetypes():
+        raise HybridRLError(f"{flag} {out_path}: cannot write a '.{ext}' image; name it .png (or .pdf, .svg)")
+    check_output_file(out_path, flag)
+
+
+def plot_runs(runs: list[Run], out_path: str):
+    """Draw the PANELS grid for `runs` into `out_path` (format by its extension) and return the
+    matplotlib Figure: axes titled "<panel>: <metric>", one line per run labelled with its name."""
+    check_image_path(out_path, "-o")
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    from matplotlib.lines import Line2D
 
     fig = Figure(figsize=(16, 9), layout="constrained")
-    canvas = FigureCanvasAgg(fig)
-    ext = os.path.splitext(out_path)[1].lstrip(".").lower()
-    if ext not in canvas.get_supported_filetypes():
-        raise HybridRLError(f"{out_path}: cannot write a '.{ext}' image; name it .png (or .pdf, .svg)")
+    FigureCanvasAgg(fig)  # the Agg canvas of a bare Figure: no display needed, no pyplot global state touched
     styles = [{"color": f"C{i % 10}", "linestyle": ("-", "--", ":")[i // 10 % 3]} for i in range(len(runs))]
     for ax, panel in zip(fig.subplots(2, 3).flat, PANELS):
         drawn = [(run, style, found) for run, style in zip(runs, styles) if (found := panel_series(panel, run))]
@@ -65,5 +79,8 @@ def plot_runs(runs: list[Run], out_path: str):
     fig.legend([Line2D([], [], **style) for style in styles], [run.name for run in runs],
                loc="outside lower center", ncols=min(len(runs), 3))
     os.makedirs(os.path.dirname(os.path.abspath(out_path)), exist_ok=True)
-    fig.savefig(out_path, dpi=110)
+    try:
+        fig.savefig(out_path, dpi=110)
+    except OSError as e:  # the disk filled, or the path changed since the check
+        raise HybridRLError(f"-o {out_path}: cannot write it ({e.strerror or e})") from None
     return fig

@@ -10,6 +10,7 @@ import shutil
 import torch
 
 from hybridrl.errors import HybridRLError
+from hybridrl.paths import check_output_folder
 from hybridrl.trainer.checkpoint import LATEST, latest_complete, problem_of
 
 
@@ -67,8 +68,9 @@ def export(checkpoint: str, out: str, merge_lora: bool = False) -> float:
     from hybridrl.models.lora import is_adapter_folder
 
     src = actor_folder(checkpoint)
-    if os.path.exists(out) and os.listdir(out):
+    if os.path.exists(out) and (not os.path.isdir(out) or os.listdir(out)):
         raise HybridRLError(f"{out} exists and is not empty; give a new folder")
+    check_output_folder(out, "OUT")  # before any model is loaded
     if merge_lora and not is_adapter_folder(src):
         raise HybridRLError(f"--merge-lora: {src} holds a whole model, not a LoRA adapter (the run had "
                             "actor_rollout_ref.model.lora_rank=0); export it without --merge-lora")

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import torch
 
 from hybridrl.errors import ConfigError, HybridRLError
+from hybridrl.paths import check_output_folder
 
 GGUF_MAGIC = b"GGUF"
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
@@ -59,6 +60,7 @@ def check_destination(out_dir: str) -> None:
     """Never write over an existing model: the destination must be absent or an empty folder."""
     if os.path.exists(out_dir) and (not os.path.isdir(out_dir) or os.listdir(out_dir)):
         raise HybridRLError(f"{out_dir} already exists and is not empty; choose a new output folder or remove it")
+    check_output_folder(out_dir, "OUT_DIR")
 
 
 def _require_gguf_support() -> None:

@@ -40,6 +40,7 @@ from hybridrl.models.loading import (
     weights_bytes,
 )
 from hybridrl.models.lora import CRITIC_KEY, POLICY_KEY, LoraSettings, apply_lora, base_policy, plain_state_dict
+from hybridrl.paths import check_output_folder
 from hybridrl.rewards.manager import OverlongBuffer, RewardManager, RewardSettings
 from hybridrl.rewards.pool import FunctionRef, ScoringPool
 from hybridrl.rollout.base import SamplingParams
@@ -273,6 +274,9 @@ def build_run(cfg: RLConfig, plan: BatchPlan, log=print) -> RLRun:
     if tr.save_freq != 0:  # an unwritable or full folder fails now, not at the first save
         folders = [arr.model.path] + ([cfg.critic.model.path or arr.model.path] if needs_critic(cfg) else [])
         check_output_dir(run_dir, sum(3 * weights_bytes(resolve_model_path(f)) for f in folders))
+    for key in ("default_local_dir", "rollout_data_dir", "validation_data_dir"):  # written every step: check now
+        if getattr(tr, key) is not None:
+            check_output_folder(getattr(tr, key), f"trainer.{key}")
     tokenizer = load_tokenizer(arr.model.path)
 
     def dataset(files: list[str], key: str, max_samples: int) -> RLDataset:
