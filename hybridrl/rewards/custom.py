@@ -8,27 +8,25 @@ sample, and the numeric ones are logged as extras). Batched (`reward_model.rewar
 
 from __future__ import annotations
 
-import importlib.util
 import os
 from typing import Any, Callable
 
-from hybridrl.errors import ConfigError
+from hybridrl.errors import ConfigError, setting
+from hybridrl.user_code import import_file
+
+KEYS = ("custom_reward_function.path", "custom_reward_function.name")  # the trainer's; `hybridrl eval` has flags
 
 
-def load_function(path: str, name: str) -> Callable[..., Any]:
+def load_function(path: str, name: str, keys: tuple[str, str] = KEYS) -> Callable[..., Any]:
+    """The function `name` of the Python file `path`; `keys` name the two settings in errors."""
     if not os.path.isfile(path):
-        raise ConfigError(f"custom_reward_function.path={path!r}: file not found")
-    spec = importlib.util.spec_from_file_location(f"hybridrl_custom_reward_{abs(hash(path))}", path)
-    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    try:
-        spec.loader.exec_module(module)  # type: ignore[union-attr]
-    except Exception as e:  # the user's file: any error, reported with its type
-        raise ConfigError(f"custom_reward_function.path={path!r} failed to import: {type(e).__name__}: {e}") from e
+        raise ConfigError(f"{setting(keys[0], path)}: file not found")
+    module = import_file(path, f"hybridrl_custom_reward_{abs(hash(path))}", setting(keys[0], path))
     fn = getattr(module, name, None)
     if not callable(fn):
         found = sorted(k for k, v in vars(module).items() if callable(v) and not k.startswith("_")
                        and getattr(v, "__module__", None) == module.__name__)
-        raise ConfigError(f"custom_reward_function.name={name!r} is not a function in {path}; "
+        raise ConfigError(f"{setting(keys[1], name)} is not a function in {path}; "
                           f"functions there: {', '.join(found) or 'none'}")
     return fn
 

@@ -17,8 +17,9 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
-from hybridrl.rewards.custom import load_function, split_result
+from hybridrl.rewards.custom import KEYS, load_function, split_result
 from hybridrl.rewards.scorers import SCORERS
+from hybridrl.user_code import failure
 
 
 @dataclass(frozen=True)
@@ -35,9 +36,10 @@ class FunctionRef:
     path: Optional[str] = None
     name: str = "compute_score"
     batched: bool = False
+    keys: tuple[str, str] = KEYS  # the settings that gave path and name, for errors (eval: its flags)
 
     def resolve(self) -> Optional[Callable[..., Any]]:
-        return load_function(self.path, self.name) if self.path else None
+        return load_function(self.path, self.name, self.keys) if self.path else None
 
 
 _custom: Optional[Callable[..., Any]] = None  # the user function inside a worker; never set in the trainer
@@ -52,7 +54,7 @@ def _describe(e: BaseException) -> str:
     """`Type: message (at file:line)` of the innermost frame, short enough for one log line."""
     tb = traceback.extract_tb(e.__traceback__)
     where = f" (at {tb[-1].filename}:{tb[-1].lineno})" if tb else ""
-    return f"{type(e).__name__}: {e}{where}"
+    return f"{failure(e)}{where}"
 
 
 def _checked(value: Any) -> Scored:
@@ -71,7 +73,7 @@ def score_one(source: str, text: str, truth: str, info: dict, fn: Optional[Calla
     try:
         fn = fn or _custom or SCORERS.get(source)
         return _checked(fn(source, text, truth, extra_info=info))
-    except Exception as e:  # the user's or a scorer's error, reported per sample by the manager
+    except (Exception, SystemExit) as e:  # the user's or a scorer's error (a sys.exit too), reported per sample
         return Scored(0.0, {}, _describe(e))
 
 
@@ -80,7 +82,7 @@ def score_batch(sources: list[str], texts: list[str], truths: list[str], infos: 
     """A batched user function (verl's BatchRewardManager signature): one call for all samples."""
     try:
         values = list((fn or _custom)(data_sources=sources, solution_strs=texts, ground_truths=truths, extra_infos=infos))
-    except Exception as e:
+    except (Exception, SystemExit) as e:  # a sys.exit in the user's function must not end the trainer
         return [Scored(0.0, {}, _describe(e))] * len(texts)
     if len(values) != len(texts):
         return [Scored(0.0, {}, f"the batched function returned {len(values)} results for {len(texts)} "

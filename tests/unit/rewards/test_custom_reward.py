@@ -54,6 +54,16 @@ VERL_STYLE = textwrap.dedent('''
 
     def returns_text(data_source, solution_str, ground_truth, extra_info=None):
         return "oops" if solution_str == "3" else float(solution_str == ground_truth)
+
+    def exits(data_source, solution_str, ground_truth, extra_info=None):
+        import sys
+        if solution_str == "3":
+            sys.exit(4)
+        return float(solution_str == ground_truth)
+
+    def exits_batched(data_sources, solution_strs, ground_truths, extra_infos, **kwargs):
+        import sys
+        sys.exit(4)
 ''')
 
 
@@ -125,6 +135,7 @@ FAILURES = {
     "inf": ("inf_score", r"returned a non-finite score \(inf\)"),
     "crash": ("crashes", r"the scoring process failed"),
     "bad type": ("returns_text", r"returned str; return a float or a dict with 'score'"),
+    "sys.exit": ("exits", r"it called sys.exit\(4\) \(at .*my_reward\.py:\d+\)"),
 }
 
 
@@ -185,3 +196,40 @@ def test_pools_in_one_process_keep_their_own_functions(random_model_dir, reward_
     assert custom.score(rollout).scores.tolist() == [0.5]
     rollout.prompts.data_source[0] = "arithmetic"
     assert builtin.score(rollout).scores.tolist() == [1.0]
+
+
+def test_sys_exit_at_import_is_one_line_naming_the_file(tmp_path):
+    """It used to end hybridrl with exit status 5 and nothing printed."""
+    quits = tmp_path / "quits.py"
+    quits.write_text("import sys\nsys.exit(5)\n")
+    with pytest.raises(ConfigError, match=re.escape(f"custom_reward_function.path='{quits}' failed to import: it "
+                                                    "called sys.exit(5)")):
+        load_function(str(quits), "compute_score")
+    bare = tmp_path / "bare_exit.py"
+    bare.write_text("raise SystemExit\n")
+    with pytest.raises(ConfigError, match=re.escape("failed to import: it called sys.exit(None)")):
+        load_function(str(bare), "compute_score")
+
+
+@pytest.mark.parametrize("batched", [False, True])
+def test_sys_exit_when_called_in_this_process_is_a_scorer_error_not_the_end(random_model_dir, reward_file, batched):
+    """num_workers=0 scores in the trainer's own process: a sys.exit there must not end the run."""
+    tok = load_tokenizer(random_model_dir)
+    m = manager(tok, reward_file, "exits_batched" if batched else "exits", workers=0, on_error="zero", batched=batched)
+    out = m.score(_rollout(tok, ["12", "3"], ["12", "4"]))
+    assert out.errors.tolist() == ([True, True] if batched else [False, True])
+    assert "it called sys.exit(4)" in out.details[1]["error"]
+
+
+def test_errors_name_the_settings_that_gave_the_file(reward_file, tmp_path):
+    """hybridrl eval loads the same files from its flags, and its errors name those flags."""
+    flags = ("--custom-reward-path", "--custom-reward-name")
+    with pytest.raises(ConfigError, match=r"^--custom-reward-name score is not a function in "):
+        load_function(reward_file, "score", flags)
+    with pytest.raises(ConfigError, match=re.escape(f"--custom-reward-path {tmp_path / 'nope.py'}: file not found")):
+        load_function(str(tmp_path / "nope.py"), "compute_score", flags)
+    text = tmp_path / "reward.txt"
+    text.write_text("def compute_score(*a): return 1.0\n")
+    with pytest.raises(ConfigError, match=re.escape(f"--custom-reward-path {text}: cannot import it as Python; give "
+                                                    "a .py file")):
+        load_function(str(text), "compute_score", flags)

@@ -92,3 +92,73 @@ def test_load_tools_errors_name_the_problem(tmp_path):
     bad.write_text("tools:\n  - class_name: calculator\n    config: {timeout: 5}\n")  # the keyword is timeout_s
     with pytest.raises(ConfigError, match=r"tools\[0\] \(calculator\): bad config .*'timeout'"):
         load_tools(str(bad))
+
+
+USER_TOOLS = '''
+from hybridrl.rollout.tools.base import Tool
+
+SCHEMA = {"type": "function", "function": {"name": "echo", "parameters": {"type": "object"}}}
+
+
+class Picky(Tool):
+    def __init__(self, tool_schema=None, level=1, **kw):
+        if level > 3:
+            raise ValueError("level must be at most 3")
+        super().__init__(tool_schema or SCHEMA, **kw)
+
+    def call(self, arguments):
+        return "ok"
+
+
+class Quitter(Tool):
+    def __init__(self, tool_schema=None, **kw):
+        super().__init__(tool_schema or SCHEMA, **kw)
+
+    def call(self, arguments):
+        import sys
+        sys.exit(3)
+
+
+def not_a_class():
+    return 1
+'''
+
+
+@pytest.mark.parametrize("entry, message", [
+    ("{module}:Picky\n    config: {{level: 5}}", r"tools\[0\] \({module}:Picky\) could not be built: ValueError: level "
+                                                  r"must be at most 3"),
+    ("{module}:Picky\n    config: [1, 2]", r"tools\[0\] \({module}:Picky\): config must be a mapping"),
+    ("{module}:not_a_class", r"tool class_name '{module}:not_a_class': {module} has a function, not a Tool subclass, "
+                             r"as not_a_class"),
+    ("{exits}:Anything", r"tool class_name '{exits}:Anything' failed to import: it called sys.exit\(7\)"),
+    ("no_such_package_xyz.tools.Echo", r"tool class_name 'no_such_package_xyz.tools.Echo' failed to import: "
+                                       r"ModuleNotFoundError"),
+])
+def test_user_tool_classes_that_fail_are_one_line(tmp_path, entry, message):
+    """Each used to be a raw traceback (or, for sys.exit at import, a silent exit)."""
+    import re
+
+    module = tmp_path / "user_tools.py"
+    module.write_text(USER_TOOLS)
+    exits = tmp_path / "exits.py"
+    exits.write_text("import sys\nsys.exit(7)\n")
+    cfg = tmp_path / "tools.yaml"
+    cfg.write_text("tools:\n  - class_name: " + entry.format(module=module, exits=exits) + "\n")
+    with pytest.raises(ConfigError, match=message.format(module=re.escape(str(module)), exits=re.escape(str(exits)))):
+        load_tools(str(cfg))
+
+
+def test_a_tool_that_calls_sys_exit_is_an_error_message_for_the_model(tmp_path):
+    module = tmp_path / "user_tools.py"
+    module.write_text(USER_TOOLS)
+    cfg = tmp_path / "tools.yaml"
+    cfg.write_text(f"tools:\n  - class_name: {module}:Quitter\n")
+    (result,) = run_calls([(load_tools(str(cfg))["echo"], {})])
+    assert (result.text, result.error) == ("Error: it called sys.exit(3)", "exception")
+
+
+def test_tools_yaml_that_is_not_utf8_is_one_line(tmp_path):
+    cfg = tmp_path / "tools.yaml"
+    cfg.write_bytes(b"tools:\n  - class_name: calcul\xe9tor\n")
+    with pytest.raises(ConfigError, match=r"tools.yaml: not UTF-8 text \(byte 0xe9 at offset 29\)"):
+        load_tools(str(cfg))
