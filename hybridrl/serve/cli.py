@@ -7,9 +7,12 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import os
+import socket
 import sys
 
+from hybridrl.errors import ConfigError
 from hybridrl.serve.settings import DTYPES, ENGINES, ServeSettings
 
 DESCRIPTION = ("serve a model (HF folder, bundled name, run folder or global_step_<N> checkpoint) over an "
@@ -58,6 +61,32 @@ def settings_of(args) -> ServeSettings:
                          threads=args.threads)
 
 
+def listen_socket(host: str, port: int) -> socket.socket:
+    """A socket bound to host:port (as uvicorn binds one: SO_REUSEADDR), taken before the model loads so
+    that a port in use is one line naming it at once, not uvicorn's error after the "serving on" banner;
+    the server then uses this very socket, so nothing can take the port in between."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    except socket.gaierror as e:
+        raise ConfigError(f"--host {host}: not a name or address of this machine ({e.strerror})") from None
+    sock = socket.socket(family, kind, proto)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(address)
+    except OSError as e:
+        sock.close()
+        fixes = {errno.EADDRINUSE: f"--port {port}: {host}:{port} is already in use (another server, or an earlier "
+                                   f"`hybridrl serve`?); stop it, or choose another port, e.g. --port {port + 1}",
+                 errno.EADDRNOTAVAIL: f"--host {host}: not an address of this machine; use 127.0.0.1 (this machine "
+                                      "only) or 0.0.0.0 (every interface)",
+                 errno.EACCES: f"--port {port}: binding it needs privileges (ports below 1024); give --port 1024 "
+                               "or higher"}
+        raise ConfigError(fixes.get(e.errno, f"--host {host} --port {port}: cannot listen there ({e.strerror})")) \
+            from None
+    sock.set_inheritable(True)
+    return sock
+
+
 def run(args) -> None:
     """Load the model, then serve until interrupted (Ctrl-C / SIGTERM end it cleanly)."""
     import uvicorn
@@ -71,10 +100,16 @@ def run(args) -> None:
     if not is_loopback(s.host) and s.api_key is None:
         print(f"hybridrl serve: warning: binding {s.host} without an API key: anyone who can reach this address "
               "can use the model; set --api-key or $HYBRIDRL_API_KEY", file=sys.stderr)
-    service, app_settings, engine = build_service(s)
-    print(f"hybridrl serve: model '{app_settings.model_name}' ({engine} engine, context "
-          f"{app_settings.limits.max_model_len}) on http://{s.host}:{s.port}/v1", file=sys.stderr, flush=True)
-    uvicorn.run(build_app(service, app_settings), host=s.host, port=s.port, log_level=args.log_level)
+    sock = listen_socket(s.host, s.port)  # a port in use fails here, before the model loads
+    try:
+        service, app_settings, engine = build_service(s)
+        port = sock.getsockname()[1]  # --port 0: the port the system chose
+        print(f"hybridrl serve: model '{app_settings.model_name}' ({engine} engine, context "
+              f"{app_settings.limits.max_model_len}) on http://{s.host}:{port}/v1", file=sys.stderr, flush=True)
+        config = uvicorn.Config(build_app(service, app_settings), host=s.host, port=port, log_level=args.log_level)
+        uvicorn.Server(config).run(sockets=[sock])
+    finally:
+        sock.close()
 
 
 def main(argv: list[str] | None = None) -> int:

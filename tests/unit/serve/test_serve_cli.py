@@ -4,6 +4,7 @@ warning for a public address without an API key."""
 from __future__ import annotations
 
 import argparse
+import re
 from types import SimpleNamespace
 
 import pytest
@@ -75,7 +76,35 @@ def test_a_public_address_without_a_key_is_warned_about(monkeypatch, capsys, hos
     monkeypatch.setattr(build, "build_service", lambda s: (None, SimpleNamespace(
         model_name="m", limits=SimpleNamespace(max_model_len=8)), "hf"))
     monkeypatch.setattr(app_module, "build_app", lambda service, settings: "app")  # run() imports these at call
-    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: served.update(kw))
-    cli.run(parse(["serve", "m", "--host", host, *(["--api-key", key] if key else [])]))
-    assert served["host"] == host and served["port"] == 8000
+    # the server runs on the socket cli.run bound before the model loaded (a port in use fails at once)
+    monkeypatch.setattr(uvicorn.Server, "run", lambda server, sockets: served.update(
+        host=server.config.host, port=server.config.port, bound=sockets[0].getsockname()[1]))
+    cli.run(parse(["serve", "m", "--host", host, "--port", "0", *(["--api-key", key] if key else [])]))
+    assert served["host"] == host and served["port"] == served["bound"] > 0  # --port 0: the port the system chose
     assert ("without an API key" in capsys.readouterr().err) is warned
+
+
+def test_a_port_in_use_is_one_line_before_the_model_loads(monkeypatch):
+    import socket
+
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    port = taken.getsockname()[1]
+    loaded = []
+    monkeypatch.setattr(build, "build_service", lambda s: loaded.append(s))
+    try:
+        with pytest.raises(ConfigError, match=f"^--port {port}: 127.0.0.1:{port} is already in use .*"
+                                              f"choose another port, e.g. --port {port + 1}$"):
+            cli.run(parse(["serve", "m", "--port", str(port)]))
+    finally:
+        taken.close()
+    assert loaded == []  # refused before the model loads (and before any banner)
+
+
+@pytest.mark.parametrize("host, message", [("no-such-host.invalid", "--host no-such-host.invalid: not a name or "
+                                                                     "address of this machine"),
+                                           ("10.255.255.254", "--host 10.255.255.254: not an address of this machine")])
+def test_a_host_that_cannot_be_bound_is_one_line(host, message):
+    with pytest.raises(ConfigError, match=f"^{re.escape(message)}"):
+        cli.listen_socket(host, 0)
