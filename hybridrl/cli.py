@@ -47,10 +47,12 @@ def _add_eval_command(sub) -> None:
     ev.add_argument("--top-p", type=float, default=1.0, help="nucleus sampling mass (default: %(default)s)")
     ev.add_argument("--top-k", type=int, default=-1, help="top-k sampling, -1: off (default: %(default)s)")
     ev.add_argument("--greedy", action="store_true", help="argmax decoding instead of sampling")
-    ev.add_argument("--max-prompt-length", type=int, default=d.max_prompt_length,
-                    help="longest prompt in tokens, after the chat template (default: %(default)s)")
-    ev.add_argument("--max-response-length", type=int, default=d.max_response_length,
-                    help="most tokens generated per response (default: %(default)s)")
+    ev.add_argument("--max-prompt-length", type=int, metavar="N",
+                    help="longest prompt in tokens, after the chat template; a longer one is an error (default: the "
+                         "longest prompt of --data)")
+    ev.add_argument("--max-response-length", type=int, metavar="N",
+                    help="most tokens generated per response (default: the model's context left after the longest "
+                         "prompt, at most 1024)")
     ev.add_argument("--max-samples", type=int, default=-1, help="evaluate the first N prompts, -1: all (default: %(default)s)")
     ev.add_argument("--batch-size", type=int, default=256, help="responses per generation batch (default: %(default)s)")
     ev.add_argument("--seed", type=int, default=1, help="sampling seed (default: %(default)s)")
@@ -152,14 +154,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def cmd_train(args) -> None:
-    from hybridrl.config.loader import load_config
-    from hybridrl.config.schema import RLConfig
-    from hybridrl.config.validate import validate_rl_config
+    from hybridrl.config.validate import load_rl_config
     from hybridrl.trainer.build import build_run
     from hybridrl.trainer.rl import RLTrainer
 
-    cfg = load_config(RLConfig, args.config, args.overrides)
-    plan = validate_rl_config(cfg)
+    cfg, plan = load_rl_config(args.config, args.overrides)  # every config problem at once
     print(plan.describe())
     run = build_run(cfg, plan)
     print(f"{len(run.train_data)} training prompts, {run.total_steps} steps; run folder {run.run_dir}")
@@ -168,14 +167,11 @@ def cmd_train(args) -> None:
 
 
 def cmd_plan(args) -> None:
-    from hybridrl.config.loader import load_config
     from hybridrl.config.memory import check_memory
     from hybridrl.config.placement import describe_placement
-    from hybridrl.config.schema import RLConfig
-    from hybridrl.config.validate import validate_rl_config
+    from hybridrl.config.validate import load_rl_config
 
-    cfg = load_config(RLConfig, args.config, args.overrides)
-    plan = validate_rl_config(cfg)
+    cfg, plan = load_rl_config(args.config, args.overrides)  # every config problem at once
     print(plan.describe())
     print(describe_placement(cfg))
     print(check_memory(cfg, plan).describe())  # a config that cannot fit is refused here, with values that do
@@ -192,7 +188,9 @@ def cmd_sft(args) -> None:
 def cmd_data(args) -> None:
     from hybridrl.data.arithmetic import write_dataset
     from hybridrl.data.preprocess import convert
+    from hybridrl.paths import check_output_folder
 
+    check_output_folder(args.output, "--output")  # before reading or generating anything
     if args.dataset == "arithmetic":
         paths = write_dataset(args.output, args.train_size, args.val_size, args.seed, args.min_operands,
                               args.max_operands, args.max_value, args.ops)
@@ -231,9 +229,10 @@ def cmd_model(args) -> None:
 
 
 def cmd_plot(args) -> None:
-    from hybridrl.eval.plot import plot_runs
+    from hybridrl.eval.plot import check_image_path, plot_runs
     from hybridrl.eval.runs import load_runs
 
+    check_image_path(args.output, "-o")  # before reading the runs
     plot_runs(load_runs(args.runs), args.output)
     print(f"wrote {args.output}")
 
@@ -243,7 +242,10 @@ def cmd_compare(args) -> None:
 
     from hybridrl.eval.compare import compare_table, render, to_json
     from hybridrl.eval.runs import load_runs
+    from hybridrl.paths import check_output_file
 
+    if args.json:
+        check_output_file(args.json, "--json")  # before reading the runs
     runs = load_runs(args.runs)
     keys = [k.strip() for k in args.keys.split(",") if k.strip()] if args.keys else None
     rows = compare_table(runs, keys)

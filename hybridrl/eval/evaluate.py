@@ -43,6 +43,7 @@ The table is printed; JSON (settings + metrics) is written only with `output` (l
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import math
@@ -54,13 +55,14 @@ from typing import Callable, Optional, Sequence
 import torch
 
 from hybridrl.batch import Rollout
-from hybridrl.config.schema import DataConfig, MultiTurnConfig, RewardModelConfig
+from hybridrl.config.schema import ON_ERROR, DataConfig, MultiTurnConfig, RewardModelConfig
 from hybridrl.data.dataset import RLDataset
 from hybridrl.errors import ConfigError, HybridRLError
 from hybridrl.eval.diversity import distinct_n, ngrams, repetition_rate, self_bleu
 from hybridrl.models.forward import batched_log_probs
 from hybridrl.models.loading import BUNDLED, check_context_length, eos_token_ids, load_causal_lm, load_tokenizer
-from hybridrl.rewards.manager import ON_ERROR, RewardManager, RewardSettings
+from hybridrl.paths import check_output_file
+from hybridrl.rewards.manager import RewardManager, RewardSettings
 from hybridrl.rewards.pool import FunctionRef, ScoringPool
 from hybridrl.rollout.base import SamplingParams, generate_rollout
 from hybridrl.rollout.hf import HFRolloutEngine
@@ -70,6 +72,8 @@ from hybridrl.trainer.metrics import multi_turn_metrics
 from hybridrl.trainer.validate import validate
 
 _DATA, _RM, _MT = DataConfig(), RewardModelConfig(), MultiTurnConfig()
+RESPONSE_CAP = 1024  # most tokens per response when --max-response-length is not given
+PROMPT_FLAG = "--max-prompt-length"
 
 
 @dataclass(frozen=True)
@@ -83,8 +87,8 @@ class EvalSettings:
     top_p: float = 1.0
     top_k: int = -1  # -1: off
     greedy: bool = False  # argmax decoding (temperature, top_p, top_k unused)
-    max_prompt_length: int = _DATA.max_prompt_length
-    max_response_length: int = _DATA.max_response_length
+    max_prompt_length: Optional[int] = None  # None: the longest prompt of the data, after the chat template
+    max_response_length: Optional[int] = None  # None: the model's context left after that, at most RESPONSE_CAP
     max_samples: int = -1  # the first N prompts; -1: all
     batch_size: int = 256  # responses per generation batch and per log-prob forward
     seed: int = 1
@@ -164,8 +168,11 @@ def check_settings(s: EvalSettings) -> None:
          f"--temperature {s.temperature}: sampling needs a temperature > 0 (e.g. 1.0); use --greedy for argmax decoding"),
         (not 0 < s.top_p <= 1, f"--top-p {s.top_p}: give a probability mass in (0, 1]"),
         (s.top_k == 0 or s.top_k < -1, f"--top-k {s.top_k}: give a positive count, or -1 for off"),
-        (s.max_prompt_length < 1, f"--max-prompt-length {s.max_prompt_length}: give at least 1"),
-        (s.max_response_length < 1, f"--max-response-length {s.max_response_length}: give at least 1"),
+        (s.max_prompt_length is not None and s.max_prompt_length < 1,
+         f"--max-prompt-length {s.max_prompt_length}: give at least 1 (or leave it out: the longest prompt sets it)"),
+        (s.max_response_length is not None and s.max_response_length < 1,
+         f"--max-response-length {s.max_response_length}: give at least 1 (or leave it out: the model's context "
+         "left after the prompt, at most 1024)"),
         (s.max_samples == 0 or s.max_samples < -1, f"--max-samples {s.max_samples}: give a positive count, or -1 for all"),
         (s.batch_size < 1, f"--batch-size {s.batch_size}: give at least 1"),
         (s.num_workers < 0, f"--num-workers {s.num_workers}: give 0 (score in this process) or more"),
@@ -180,6 +187,9 @@ def check_settings(s: EvalSettings) -> None:
     for bad, message in problems:
         if bad:
             raise ConfigError(message)
+    for path, flag in ((s.output, "--output"), (s.dump, "--dump")):
+        if path is not None:  # before the evaluation, which may take an hour, not after it
+            check_output_file(path, flag)
 
 
 def _tool_problems(s: EvalSettings) -> list[tuple[bool, str]]:
@@ -284,32 +294,35 @@ def diversity_metrics(texts: Sequence[str], n: int) -> dict[str, float]:
 
 
 def evaluate(s: EvalSettings, log: Callable[[str], None] = print) -> EvalResult:
-    check_settings(s)
-    tools = load_eval_tools(s)  # before the model loads: a bad tools file fails at once
+    check_settings(s)  # flags and output paths: before anything loads
+    tools = load_eval_tools(s)  # a bad tools file fails at once
+    ref = FunctionRef(s.custom_reward_path, s.custom_reward_name, keys=("--custom-reward-path", "--custom-reward-name"))
+    pool = ScoringPool(ref, s.num_workers, s.timeout_s)  # a custom reward file that cannot load fails at once too
+    try:
+        return _evaluate(s, tools, pool, log)
+    finally:
+        pool.close()
+
+
+def _evaluate(s: EvalSettings, tools: Optional[dict[str, Tool]], pool: ScoringPool,
+              log: Callable[[str], None]) -> EvalResult:
     start = time.perf_counter()
     folder = model_folder(s.model, "--model")
     ref_folder = model_folder(s.ref, "--ref") if s.ref is not None else None
     torch.manual_seed(s.seed)
     tokenizer = load_tokenizer(folder)
     module = load_causal_lm(folder).eval().requires_grad_(False)
-    check_context_length(module, s.max_prompt_length, s.max_response_length,
-                         "--max-prompt-length + --max-response-length")
-    data = RLDataset(list(s.data), tokenizer, s.prompt_key, s.max_prompt_length, "error", False, "--data",
-                     s.max_samples, s.reward_fn_key)
+    data, s = _data_and_lengths(s, tokenizer, module, log)
     meter = _kl_meter(s, ref_folder, module, tokenizer) if ref_folder is not None else None
     if s.greedy and s.n > 1:
         log(f"note: --greedy gives {s.n} identical responses per prompt; pass --n 1 or sample")
     sampling = SamplingParams(s.max_response_length, s.temperature, s.top_p, s.top_k, do_sample=not s.greedy)
     engine = _engine(s, module, tokenizer, tools)
-    pool = ScoringPool(FunctionRef(s.custom_reward_path, s.custom_reward_name), s.num_workers, s.timeout_s)
     reward = RewardManager(tokenizer, pool, RewardSettings(on_error=s.on_error))
     kept = RolloutLog(reward.decode)
     hooks = [hook for hook in (kept, meter) if hook is not None]
-    try:
-        result = validate(functools.partial(generate_rollout, engine), data, reward, sampling, s.n,
-                          tokenizer.pad_token_id, s.batch_size, lambda rollout: [hook(rollout) for hook in hooks])
-    finally:
-        reward.close()
+    result = validate(functools.partial(generate_rollout, engine), data, reward, sampling, s.n,
+                      tokenizer.pad_token_id, s.batch_size, lambda rollout: [hook(rollout) for hook in hooks])
     metrics = dict(result.metrics)
     metrics.update(kept.metrics(s.n))
     rows = result.rows
@@ -323,6 +336,33 @@ def evaluate(s: EvalSettings, log: Callable[[str], None] = print) -> EvalResult:
     if s.dump:
         _write(s.dump, "".join(json.dumps(row) + "\n" for row in rows))
     return out
+
+
+def _data_and_lengths(s: EvalSettings, tokenizer, module, log: Callable[[str], None]) -> tuple[RLDataset, EvalSettings]:
+    """The prompts, and the settings with the lengths in effect: --max-prompt-length, else the longest
+    prompt after the chat template; --max-response-length, else what the model's context leaves after
+    that, at most RESPONSE_CAP (so real data is never refused for a default that does not fit it)."""
+    context = getattr(module.config, "max_position_embeddings", None)
+    if s.max_prompt_length is not None:
+        limit = s.max_prompt_length, (PROMPT_FLAG, f"raise {PROMPT_FLAG}, or leave it out (the longest prompt sets it)")
+    else:  # only the model's context bounds a prompt
+        limit = context or 2 ** 31, ("the model's context (max_position_embeddings)",
+                                     f"this prompt cannot be evaluated with {s.model}; leave the row out")
+    data = RLDataset(list(s.data), tokenizer, s.prompt_key, limit[0], "error", False, "--data", s.max_samples,
+                     s.reward_fn_key, limit=limit[1])
+    prompt = s.max_prompt_length or max(len(r.prompt_ids) for r in data.records)
+    response = s.max_response_length
+    if response is None:
+        room = RESPONSE_CAP if context is None else min(RESPONSE_CAP, context - prompt)
+        if room < 1:
+            raise ConfigError(f"{PROMPT_FLAG} {prompt} fills the model's context of {context} tokens, which leaves no "
+                              f"room for a response; give a smaller {PROMPT_FLAG} (longer prompts are refused)")
+        response = room
+    if s.max_prompt_length is None or s.max_response_length is None:
+        log(f"{PROMPT_FLAG} {prompt}{'' if s.max_prompt_length else ' (the longest prompt)'}, --max-response-length "
+            f"{response}{'' if s.max_response_length else f' (the context left, at most {RESPONSE_CAP})'}")
+    check_context_length(module, prompt, response, f"{PROMPT_FLAG} + --max-response-length")
+    return data, dataclasses.replace(s, max_prompt_length=prompt, max_response_length=response)
 
 
 def _kl_meter(s: EvalSettings, ref_folder: str, module, tokenizer) -> KLMeter:

@@ -21,8 +21,6 @@ from hybridrl.rewards.pool import FunctionRef, Scored, ScoringPool
 from hybridrl.rewards.scorers import SCORERS
 from hybridrl.rewards.shaping import overlong_penalty
 
-ON_ERROR = ("raise", "zero")
-
 
 @dataclass(frozen=True)
 class OverlongBuffer:
@@ -33,7 +31,7 @@ class OverlongBuffer:
 
 @dataclass(frozen=True)
 class RewardSettings:
-    on_error: str = "raise"  # ON_ERROR: a failed sample stops the run, or scores 0 and is counted
+    on_error: str = "raise"  # schema.ON_ERROR: a failed sample stops the run, or scores 0 and is counted
     overlong: Optional[OverlongBuffer] = None  # DAPO's soft overlong punishment; None when off
     rm_weight: float = 1.0  # with a reward model: score = rm_weight * rm + rule_weight * rule
     rule_weight: float = 0.0  # ... 0: the rule scorers are not called (verl: the reward model replaces them)

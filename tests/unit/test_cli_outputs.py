@@ -1,0 +1,54 @@
+"""Every command that writes a file or folder checks it before its work: one line, exit code 2, nothing
+read or computed first (plot -o, compare --json, data --output, export OUT, model from-gguf OUT_DIR)."""
+
+from __future__ import annotations
+
+import pytest
+
+from hybridrl.cli import main
+from hybridrl.models.loading import BUNDLED
+
+
+@pytest.fixture
+def blocker(tmp_path):
+    """A regular file: any path below it cannot be created (for root too)."""
+    path = tmp_path / "a_file"
+    path.write_text("")
+    return path
+
+
+def one_line_error(capsys, command: str) -> str:
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    prefix = f"hybridrl {command}: error: "
+    assert err.startswith(prefix), err
+    return err[len(prefix):].strip()
+
+
+def test_plot_output_checked_before_the_runs_are_read(tmp_path, capsys, blocker):
+    missing_run = str(tmp_path / "no_run_here")  # would be an error too, if it were read first
+    assert main(["plot", missing_run, "-o", str(blocker / "curves.png")]) == 2
+    assert one_line_error(capsys, "plot") == f"-o {blocker}/curves.png: {blocker} is a file, not a folder; give a " \
+                                             "path you can write to"
+    assert main(["plot", missing_run, "-o", str(tmp_path / "curves.xyz")]) == 2
+    assert one_line_error(capsys, "plot") == f"-o {tmp_path}/curves.xyz: cannot write a '.xyz' image; name it .png " \
+                                             "(or .pdf, .svg)"
+
+
+def test_compare_json_checked_before_the_runs_are_read(tmp_path, capsys, blocker):
+    assert main(["compare", str(tmp_path / "no_run_here"), "--json", str(tmp_path)]) == 2
+    assert one_line_error(capsys, "compare") == f"--json {tmp_path}: is a folder; give a file path"
+
+
+def test_data_output_checked_before_anything_is_generated(capsys, blocker):
+    assert main(["data", "arithmetic", "--output", str(blocker / "arith")]) == 2
+    assert one_line_error(capsys, "data") == f"--output {blocker}/arith: {blocker} is a file, not a folder; give a " \
+                                             "path you can write to"
+    assert main(["data", "gsm8k", "--input", "/nonexistent", "--output", str(blocker)]) == 2
+    assert one_line_error(capsys, "data") == f"--output {blocker}: is a file, not a folder; give a folder path"
+
+
+def test_export_out_checked_before_a_model_loads(capsys, blocker):
+    assert main(["export", str(BUNDLED["tiny-arith"]), str(blocker / "out")]) == 2
+    assert one_line_error(capsys, "export") == f"OUT {blocker}/out: {blocker} is a file, not a folder; give a path " \
+                                               "you can write to"
