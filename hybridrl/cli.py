@@ -14,13 +14,15 @@ from hybridrl.errors import HybridRLError
 
 
 def _keys_help(cls) -> str:
+    from hybridrl.config.constraints import constraint_help
     from hybridrl.config.loader import field_type, type_name, valid_keys
 
     lines = ["config keys (override with key=value):"]
     defaults = cls()  # an instance, so a section's own defaults win (critic.optim.lr is not actor's lr)
     for key, f in valid_keys(cls).items():
         default = functools.reduce(getattr, key.split("."), defaults)
-        lines.append(f"  {key} = {default!r}\n      {f.metadata.get('help', '')} ({type_name(field_type(cls, key))})")
+        kind = f"{type_name(field_type(cls, key))}{constraint_help(f)}"  # e.g. "a number; > 0"
+        lines.append(f"  {key} = {default!r}\n      {f.metadata.get('help', '')} ({kind})")
     return "\n".join(lines)
 
 

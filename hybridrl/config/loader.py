@@ -163,6 +163,8 @@ def type_name(tp: Any) -> str:
         return f"{type_name(next(a for a in args if a is not type(None)))} or null"
     if origin is list:
         return "a list of " + {int: "integers", float: "numbers", bool: "booleans", str: "strings"}.get(args[0], str(args[0]))
+    if tp is dict or origin is dict:
+        return "a mapping, e.g. {key: value}"
     return {int: "an integer", float: "a number", bool: "true or false", str: "a string"}.get(tp, str(tp))
 
 

@@ -277,9 +277,10 @@ def _optimizer_phase(role: str, d: ModelDims, shards: int, trained: int | None =
 # ---- what each pool holds and does ---------------------------------------------------------------
 
 def _dims(path: str, key: str) -> ModelDims:
-    from hybridrl.models.loading import resolve_model_path
+    from hybridrl.models.loading import readable, resolve_model_path
 
-    return read_model_dims(resolve_model_path(path, key))
+    with readable(path, key):  # a folder transformers cannot read: one line naming the key
+        return read_model_dims(resolve_model_path(path, key))
 
 
 def _lengths(cfg: RLConfig) -> tuple[int, int]:

@@ -9,6 +9,7 @@ passed (the critic's batch plan needs a known advantage estimator) is skipped wh
 from __future__ import annotations
 
 import importlib.util
+import os
 from typing import Callable, Optional
 
 from hybridrl.algos.advantages import ADV_ESTIMATORS
@@ -46,7 +47,11 @@ class Problems:
 
 
 def _check_reward(cfg: RLConfig) -> None:
-    rm = cfg.reward_model
+    rm, crf = cfg.reward_model, cfg.custom_reward_function
+    if crf.path is not None and not os.path.isfile(crf.path):  # it is imported only once the models are loaded
+        raise ConfigError(f"custom_reward_function.path={crf.path!r}: "
+                          f"{'a folder, not a file' if os.path.isdir(crf.path) else 'file not found'}; give the Python "
+                          "file that defines the reward function")
     if rm.reward_manager == "batch" and not cfg.custom_reward_function.path:
         raise ConfigError("reward_model.reward_manager=batch calls a batched user function; set "
                           "custom_reward_function.path (and .name), or use reward_model.reward_manager=naive")
@@ -245,7 +250,6 @@ def _check_lora(m: ModelConfig | CriticModelConfig, key: str, strategy_key: str,
 def _check_adapter_path(m, changed: list[str]) -> None:
     """lora_adapter_path: a peft LoRA folder whose rank and alpha are the config's (never silently another)."""
     import json
-    import os
 
     key, path = "actor_rollout_ref.model.lora_adapter_path", m.lora_adapter_path
     config_file = os.path.join(path, "adapter_config.json")

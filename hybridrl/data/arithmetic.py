@@ -73,6 +73,10 @@ def write_dataset(
     ops: str = "+",
 ) -> dict[str, str]:
     """Write train.parquet and val.parquet (disjoint problems) into output_dir; return their paths."""
+    for flag, value in (("--train-size", train_size), ("--val-size", val_size), ("--max-value", max_value)):
+        if value < 1:  # an empty split would be written silently, and max_value < 0 has no operand to draw
+            raise HybridRLError(f"{flag} {value}: give at least 1" + (
+                " (to train without validation, set data.val_files=[])" if flag == "--val-size" else ""))
     problems = make_problems(train_size + val_size, seed, min_operands, max_operands, max_value, ops)
     os.makedirs(output_dir, exist_ok=True)
     splits = {"val": problems[:val_size], "train": problems[val_size:]}

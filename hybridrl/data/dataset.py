@@ -87,20 +87,35 @@ def read_rows(path: str, key: str, required: Optional[dict[str, str]] = None) ->
 PROMPT_COLUMN_FIX = "set data.prompt_key to the column holding the chat messages"
 
 
+@dataclass(frozen=True)
+class DataNames:
+    """How a dataset's errors name the settings behind it: the trainer's keys (the defaults), or a
+    command's flags (`hybridrl eval`)."""
+
+    prompt_key: str = "data.prompt_key"
+    reward_fn_key: str = "data.reward_fn_key"
+    max_prompt_length: str = "data.max_prompt_length"
+    overlong_fix: str = "raise data.max_prompt_length, or set data.filter_overlong_prompts=true or data.truncation=left|right"
+    bad_row_fix: str = "Fix the row, or set data.skip_bad_rows=true to skip bad rows (their count is reported)"
+
+
+TRAINER_NAMES = DataNames()
+
+
 def is_message(m: object) -> bool:
     """A chat message: {'role': str, 'content': str, ...}."""
     return isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)
 
 
 def row_problem(row: dict, prompt_key: str, reward_fn_key: str = "data_source",
-                need_ground_truth: bool = True) -> Optional[str]:
+                need_ground_truth: bool = True, names: DataNames = TRAINER_NAMES) -> Optional[str]:
     """What is wrong with one RL row, with the fix; None for a good row.
 
     The kinds: a missing key, a value of the wrong type, messages that are not a list, an
     empty prompt."""
     messages = row.get(prompt_key)
     if messages is None:
-        return f"no {prompt_key!r} value; give every row its chat messages (or set data.prompt_key)"
+        return f"no {prompt_key!r} value; give every row its chat messages (or set {names.prompt_key})"
     if not isinstance(messages, list):
         return (f"{prompt_key!r} is a {type(messages).__name__} ({str(messages)[:40]!r}), not a list of chat messages; "
                 f"write [{{'role': 'user', 'content': ...}}]")
@@ -113,7 +128,7 @@ def row_problem(row: dict, prompt_key: str, reward_fn_key: str = "data_source",
         return f"{prompt_key!r} has only empty messages; give the prompt text"
     source = row.get(reward_fn_key)
     if source is None:
-        return f"no {reward_fn_key!r} value; name the reward scorer of every row (data.reward_fn_key)"
+        return f"no {reward_fn_key!r} value; name the reward scorer of every row ({names.reward_fn_key})"
     if not isinstance(source, str) or not source:
         return f"{reward_fn_key!r} is {source!r}, not a non-empty string naming the reward scorer"
     info = row.get("extra_info")
@@ -146,22 +161,17 @@ def encode_prompts(tokenizer, conversations: list[list[dict]]) -> list[list[int]
     return tokenizer(texts, add_special_tokens=False)["input_ids"]
 
 
-TRAINER_LIMIT = ("data.max_prompt_length",
-                 "raise data.max_prompt_length, or set data.filter_overlong_prompts=true or data.truncation=left|right")
-
-
 class RLDataset:
     """All prompts of the given files, tokenized; overlong prompts handled per `truncation`.
 
     A malformed row is an error naming file, row and fix, or, with `skip_bad_rows`, skipped
-    and counted (`num_bad`, `first_bad`): never dropped silently. `limit` names the setting that
-    gave max_prompt_length, and the fix for a prompt over it, in errors (the trainer's key, or a
-    command's flag)."""
+    and counted (`num_bad`, `first_bad`): never dropped silently. `names` are the settings errors
+    name (the trainer's keys, or a command's flags)."""
 
     def __init__(self, files: list[str], tokenizer, prompt_key: str, max_prompt_length: int,
                  truncation: str = "error", filter_overlong_prompts: bool = False, key: str = "data.train_files",
                  max_samples: int = -1, reward_fn_key: str = "data_source", skip_bad_rows: bool = False,
-                 need_ground_truth: bool = True, limit: tuple[str, str] = TRAINER_LIMIT):
+                 need_ground_truth: bool = True, names: DataNames = TRAINER_NAMES):
         if not files:
             raise DataError(f"{key} is empty; give at least one parquet file")
         self.records: list[PromptRecord] = []
@@ -169,8 +179,8 @@ class RLDataset:
         self.first_bad: Optional[str] = None  # "<file> row <i>: <problem>" of the first skipped row
         taken = offset = 0  # offset: rows in the files before this one
         for path in files:
-            required = {prompt_key: PROMPT_COLUMN_FIX,
-                        reward_fn_key: "set data.reward_fn_key to the column naming the reward scorer"}
+            required = {prompt_key: f"set {names.prompt_key} to the column holding the chat messages",
+                        reward_fn_key: f"set {names.reward_fn_key} to the column naming the reward scorer"}
             if need_ground_truth:
                 required["reward_model"] = "write rows in verl's schema (data_source, prompt, reward_model.ground_truth)"
             rows = read_rows(path, key, required)
@@ -178,15 +188,14 @@ class RLDataset:
             for i, r in enumerate(rows):
                 if 0 <= max_samples <= taken:  # the first max_samples good rows over all files, in order
                     break
-                problem = row_problem(r, prompt_key, reward_fn_key, need_ground_truth)
+                problem = row_problem(r, prompt_key, reward_fn_key, need_ground_truth, names)
                 if problem is None:
                     good.append((i, r))
                     taken += 1
                     continue
                 where = f"{path} row {i}: {problem}"
                 if not skip_bad_rows:
-                    raise DataError(f"{where}. Fix the row, or set data.skip_bad_rows=true to skip bad rows "
-                                    "(their count is reported)")
+                    raise DataError(f"{where}. {names.bad_row_fix}")
                 self.num_bad += 1
                 self.first_bad = self.first_bad or where
             ids = encode_prompts(tokenizer, [r[prompt_key] for _, r in good]) if good else []
@@ -195,24 +204,24 @@ class RLDataset:
                     if filter_overlong_prompts:
                         self.num_filtered += 1
                         continue
-                    prompt_ids = self._truncate(prompt_ids, max_prompt_length, truncation, f"{path} row {i}", limit)
+                    prompt_ids = self._truncate(prompt_ids, max_prompt_length, truncation, f"{path} row {i}", names)
                 rm = row.get("reward_model")
                 truth = rm.get("ground_truth") if isinstance(rm, dict) else None
                 self.records.append(PromptRecord(prompt_ids, row[reward_fn_key], "" if truth is None else str(truth),
                                                  offset + i, row.get("extra_info") or {}, row[prompt_key]))
             offset += len(rows)
         if not self.records:
-            raise DataError(f"{key}: no prompts left ({self.num_filtered} over {limit[0]}="
+            raise DataError(f"{key}: no prompts left ({self.num_filtered} over {names.max_prompt_length}="
                             f"{max_prompt_length}, {self.num_bad} bad rows skipped)")
 
     @staticmethod
-    def _truncate(ids: list[int], max_length: int, mode: str, where: str, limit: tuple[str, str]) -> list[int]:
+    def _truncate(ids: list[int], max_length: int, mode: str, where: str, names: DataNames) -> list[int]:
         if mode == "left":
             return ids[-max_length:]
         if mode == "right":
             return ids[:max_length]
-        key, fix = limit
-        raise DataError(f"{where}: prompt is {len(ids)} tokens, over {key}={max_length}; {fix}")
+        raise DataError(f"{where}: prompt is {len(ids)} tokens, over {names.max_prompt_length}={max_length}; "
+                        f"{names.overlong_fix}")
 
     def __len__(self) -> int:
         return len(self.records)

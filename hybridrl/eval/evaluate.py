@@ -55,9 +55,9 @@ from typing import Callable, Optional, Sequence
 import torch
 
 from hybridrl.batch import Rollout
-from hybridrl.config.schema import ON_ERROR, DataConfig, MultiTurnConfig, RewardModelConfig
-from hybridrl.data.dataset import RLDataset
-from hybridrl.errors import ConfigError, HybridRLError
+from hybridrl.config.schema import ON_ERROR, SEED_MAX, DataConfig, MultiTurnConfig, RewardModelConfig
+from hybridrl.data.dataset import DataNames, RLDataset
+from hybridrl.errors import ConfigError, HybridRLError, raise_all
 from hybridrl.eval.diversity import distinct_n, ngrams, repetition_rate, self_bleu
 from hybridrl.models.forward import batched_log_probs
 from hybridrl.models.loading import BUNDLED, check_context_length, eos_token_ids, load_causal_lm, load_tokenizer
@@ -74,6 +74,9 @@ from hybridrl.trainer.validate import validate
 _DATA, _RM, _MT = DataConfig(), RewardModelConfig(), MultiTurnConfig()
 RESPONSE_CAP = 1024  # most tokens per response when --max-response-length is not given
 PROMPT_FLAG = "--max-prompt-length"
+EVAL_NAMES = DataNames("--prompt-key", "--reward-fn-key", PROMPT_FLAG,
+                       f"raise {PROMPT_FLAG}, or leave it out (the longest prompt sets it)",
+                       "Fix the row, or leave it out of --data")
 
 
 @dataclass(frozen=True)
@@ -160,7 +163,7 @@ def model_folder(path: str, flag: str) -> str:
 
 
 def check_settings(s: EvalSettings) -> None:
-    """One ConfigError naming the flag and the fix, for the first bad value."""
+    """Every bad flag at once (ConfigErrors), each line naming the flag and the fix."""
     problems = [
         (not s.data, "--data: give at least one parquet or jsonl file"),
         (s.n < 1, f"--n {s.n}: give at least 1 sample per prompt"),
@@ -175,6 +178,7 @@ def check_settings(s: EvalSettings) -> None:
          "left after the prompt, at most 1024)"),
         (s.max_samples == 0 or s.max_samples < -1, f"--max-samples {s.max_samples}: give a positive count, or -1 for all"),
         (s.batch_size < 1, f"--batch-size {s.batch_size}: give at least 1"),
+        (not 0 <= s.seed <= SEED_MAX, f"--seed {s.seed}: give 0 to {SEED_MAX}"),
         (s.num_workers < 0, f"--num-workers {s.num_workers}: give 0 (score in this process) or more"),
         (s.on_error not in ON_ERROR, f"--on-error {s.on_error}: give one of {', '.join(ON_ERROR)}"),
         (s.custom_reward_path is not None and not os.path.isfile(s.custom_reward_path),
@@ -184,12 +188,14 @@ def check_settings(s: EvalSettings) -> None:
     problems += [(not os.path.isfile(path), (f"--data {path}: file not found; give a parquet or jsonl file in "
                                              "verl's schema (e.g. written by `hybridrl data arithmetic`)"))
                  for path in s.data]
-    for bad, message in problems:
-        if bad:
-            raise ConfigError(message)
+    messages = [message for bad, message in problems if bad]
     for path, flag in ((s.output, "--output"), (s.dump, "--dump")):
         if path is not None:  # before the evaluation, which may take an hour, not after it
-            check_output_file(path, flag)
+            try:
+                check_output_file(path, flag)
+            except ConfigError as e:
+                messages.append(str(e))
+    raise_all(messages)  # every bad flag at once
 
 
 def _tool_problems(s: EvalSettings) -> list[tuple[bool, str]]:
@@ -343,13 +349,12 @@ def _data_and_lengths(s: EvalSettings, tokenizer, module, log: Callable[[str], N
     prompt after the chat template; --max-response-length, else what the model's context leaves after
     that, at most RESPONSE_CAP (so real data is never refused for a default that does not fit it)."""
     context = getattr(module.config, "max_position_embeddings", None)
-    if s.max_prompt_length is not None:
-        limit = s.max_prompt_length, (PROMPT_FLAG, f"raise {PROMPT_FLAG}, or leave it out (the longest prompt sets it)")
-    else:  # only the model's context bounds a prompt
-        limit = context or 2 ** 31, ("the model's context (max_position_embeddings)",
-                                     f"this prompt cannot be evaluated with {s.model}; leave the row out")
-    data = RLDataset(list(s.data), tokenizer, s.prompt_key, limit[0], "error", False, "--data", s.max_samples,
-                     s.reward_fn_key, limit=limit[1])
+    limit = s.max_prompt_length or context or 2 ** 31
+    names = EVAL_NAMES if s.max_prompt_length is not None else dataclasses.replace(  # only the context bounds a prompt
+        EVAL_NAMES, max_prompt_length="the model's context (max_position_embeddings)",
+        overlong_fix=f"this prompt cannot be evaluated with {s.model}; leave the row out")
+    data = RLDataset(list(s.data), tokenizer, s.prompt_key, limit, "error", False, "--data", s.max_samples,
+                     s.reward_fn_key, names=names)
     prompt = s.max_prompt_length or max(len(r.prompt_ids) for r in data.records)
     response = s.max_response_length
     if response is None:

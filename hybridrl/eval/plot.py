@@ -43,7 +43,8 @@ def check_image_path(out_path: str, flag: str) -> None:
     any run is read."""
     ext = os.path.splitext(out_path)[1].lstrip(".").lower()
     if ext not in _canvas_filetypes():
-        raise HybridRLError(f"{flag} {out_path}: cannot write a '.{ext}' image; name it .png (or .pdf, .svg)")
+        what = f"a '.{ext}' image" if ext else "an image without an extension, which gives its format"
+        raise HybridRLError(f"{flag} {out_path}: cannot write {what}; name it .png (or .pdf, .svg)")
     check_output_file(out_path, flag)
 
 

@@ -67,6 +67,9 @@ def export(checkpoint: str, out: str, merge_lora: bool = False) -> float:
     plain merged model instead (loads with AutoModelForCausalLM alone)."""
     from hybridrl.models.lora import is_adapter_folder
 
+    if not os.path.isdir(checkpoint):
+        raise HybridRLError(f"CHECKPOINT {checkpoint}: no such folder; give a run folder, a global_step_<N> folder or "
+                            "a HuggingFace model folder")
     src = actor_folder(checkpoint)
     if os.path.exists(out) and (not os.path.isdir(out) or os.listdir(out)):
         raise HybridRLError(f"{out} exists and is not empty; give a new folder")

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import torch
 
-from hybridrl.errors import ConfigError, HybridRLError
+from hybridrl.errors import ConfigError, HybridRLError, setting
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 BUNDLED = {"tiny-arith": ASSETS / "tiny-arith"}  # name -> folder shipped in the package
@@ -19,11 +21,27 @@ def resolve_model_path(path: str, key: str = "actor_rollout_ref.model.path") -> 
     if path in BUNDLED:
         return str(BUNDLED[path])
     if os.path.isdir(path):
+        if not any(os.path.isfile(os.path.join(path, f)) for f in ("config.json", "adapter_config.json")):
+            raise ConfigError(f"{key}={path!r} is a folder without a config.json, not a HuggingFace model folder; give "
+                              "the folder save_pretrained wrote (config.json, *.safetensors, tokenizer files)")
         return path
     raise ConfigError(
         f"{key}={path!r} is neither a model folder nor a bundled model ({', '.join(BUNDLED)}); "
         "give a local HuggingFace folder (nothing is downloaded)"
     )
+
+
+@contextlib.contextmanager
+def readable(path: str, name: str) -> Iterator[None]:
+    """transformers' errors on a model folder it cannot read (a config.json without model_type or not
+    JSON, missing tokenizer or weight files) as one ConfigError naming the setting (`name`: a config
+    key, or a word such as "model") and the folder."""
+    try:
+        yield
+    except (OSError, ValueError) as e:
+        reason = " ".join(str(e).split())[:300]
+        raise ConfigError(f"{setting(name, path)}: cannot load it as a HuggingFace model ({reason}); give a complete "
+                          "model folder (what save_pretrained writes)") from None
 
 
 def weights_bytes(folder: str) -> int:
@@ -34,7 +52,8 @@ def weights_bytes(folder: str) -> int:
 def load_tokenizer(path: str):
     from transformers import AutoTokenizer
 
-    tok = AutoTokenizer.from_pretrained(resolve_model_path(path))
+    with readable(path, "tokenizer"):
+        tok = AutoTokenizer.from_pretrained(resolve_model_path(path))
     if tok.pad_token_id is None:  # many base models ship without one; padding is always masked out
         tok.pad_token = tok.eos_token
     if not tok.chat_template:
@@ -45,7 +64,8 @@ def load_tokenizer(path: str):
 def load_causal_lm(path: str, device: str = "cpu", dtype: torch.dtype = torch.float32):
     from transformers import AutoModelForCausalLM
 
-    model = AutoModelForCausalLM.from_pretrained(resolve_model_path(path), dtype=dtype)
+    with readable(path, "model"):
+        model = AutoModelForCausalLM.from_pretrained(resolve_model_path(path), dtype=dtype)
     return model.to(device)
 
 
@@ -81,7 +101,8 @@ def load_reward_model(path: str, key: str = "reward_model.model.path", device: s
     from transformers import AutoConfig, AutoModelForSequenceClassification
 
     folder = resolve_model_path(path, key)
-    config = AutoConfig.from_pretrained(folder)
+    with readable(path, key):
+        config = AutoConfig.from_pretrained(folder)
     archs = config.architectures or []
     if not any(a.endswith("ForSequenceClassification") for a in archs):
         raise ConfigError(f"{key}={path!r} is a {', '.join(archs) or 'model without architectures'} checkpoint, not a "

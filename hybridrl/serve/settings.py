@@ -6,7 +6,8 @@ import ipaddress
 from dataclasses import dataclass
 from typing import Optional
 
-from hybridrl.errors import ConfigError
+from hybridrl.config.schema import SEED_MAX
+from hybridrl.errors import raise_all
 
 ENGINES = ("auto", "hf", "vllm")
 DTYPES = ("float32", "bfloat16")  # weights dtype (torch names)
@@ -32,9 +33,10 @@ class ServeSettings:
 
 
 def check_settings(s: ServeSettings) -> None:
-    """One ConfigError naming the flag, for the first bad value."""
+    """Every bad flag at once (errors.ConfigErrors), each line naming the flag."""
     problems = [
         (not 0 <= s.port <= 65535, f"--port {s.port}: give 0 to 65535"),
+        (not 0 <= s.seed <= SEED_MAX, f"--seed {s.seed}: give 0 to {SEED_MAX}"),
         (s.engine not in ENGINES, f"--engine {s.engine}: give one of {', '.join(ENGINES)}"),
         (s.dtype not in DTYPES, f"--dtype {s.dtype}: give one of {', '.join(DTYPES)}"),
         (s.max_num_seqs < 1, f"--max-num-seqs {s.max_num_seqs}: give at least 1"),
@@ -47,9 +49,7 @@ def check_settings(s: ServeSettings) -> None:
         (s.served_model_name is not None and not s.served_model_name.strip(),
          "--served-model-name: give a non-empty name"),
     ]
-    for bad, message in problems:
-        if bad:
-            raise ConfigError(message)
+    raise_all([message for bad, message in problems if bad])  # every bad flag at once
 
 
 def is_loopback(host: str) -> bool:

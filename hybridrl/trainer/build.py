@@ -271,12 +271,12 @@ def build_run(cfg: RLConfig, plan: BatchPlan, log=print) -> RLRun:
     log(check_memory(cfg, plan).describe().splitlines()[0])  # refuses a config that cannot fit, before any load
     run_dir = tr.default_local_dir
     resume = resume_point(cfg, log)  # before anything is written to run_dir
-    if tr.save_freq != 0:  # an unwritable or full folder fails now, not at the first save
-        folders = [arr.model.path] + ([cfg.critic.model.path or arr.model.path] if needs_critic(cfg) else [])
-        check_output_dir(run_dir, sum(3 * weights_bytes(resolve_model_path(f)) for f in folders))
     for key in ("default_local_dir", "rollout_data_dir", "validation_data_dir"):  # written every step: check now
         if getattr(tr, key) is not None:
             check_output_folder(getattr(tr, key), f"trainer.{key}")
+    if tr.save_freq != 0:  # a full disk fails now, not at the first save
+        folders = [arr.model.path] + ([cfg.critic.model.path or arr.model.path] if needs_critic(cfg) else [])
+        check_output_dir(run_dir, sum(3 * weights_bytes(resolve_model_path(f)) for f in folders))
     tokenizer = load_tokenizer(arr.model.path)
 
     def dataset(files: list[str], key: str, max_samples: int) -> RLDataset:

@@ -52,3 +52,15 @@ def test_export_out_checked_before_a_model_loads(capsys, blocker):
     assert main(["export", str(BUNDLED["tiny-arith"]), str(blocker / "out")]) == 2
     assert one_line_error(capsys, "export") == f"OUT {blocker}/out: {blocker} is a file, not a folder; give a path " \
                                                "you can write to"
+
+
+def test_export_of_a_checkpoint_that_does_not_exist_says_so(tmp_path, capsys):
+    assert main(["export", str(tmp_path / "nope"), str(tmp_path / "out")]) == 2
+    assert one_line_error(capsys, "export") == f"CHECKPOINT {tmp_path}/nope: no such folder; give a run folder, a " \
+                                               "global_step_<N> folder or a HuggingFace model folder"
+
+
+def test_plot_to_a_name_without_extension(tmp_path, capsys):
+    assert main(["plot", str(tmp_path), "-o", str(tmp_path / "curves")]) == 2
+    assert one_line_error(capsys, "plot") == f"-o {tmp_path}/curves: cannot write an image without an extension, " \
+                                             "which gives its format; name it .png (or .pdf, .svg)"

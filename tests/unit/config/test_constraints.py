@@ -227,3 +227,11 @@ def test_yaml_that_is_not_utf8_is_one_line(tmp_path):
 def test_a_folder_given_as_config_says_so(tmp_path):
     with pytest.raises(ConfigError, match=re.escape(f"--config {tmp_path}: a folder, not a file")):
         load_config(RLConfig, str(tmp_path))
+
+
+def test_help_shows_each_keys_valid_values():
+    from hybridrl.cli import _keys_help
+
+    text = _keys_help(RLConfig)
+    assert "  actor_rollout_ref.actor.grad_clip = 1.0\n      max global gradient norm (a number; > 0)\n" in text
+    assert "(a string; one of error, left, right)" in text and "(an integer; -1 or at least 1)" in text

@@ -318,3 +318,12 @@ def test_backend_auto_follows_the_worker_count(overrides, backend):
     cfg = load_config(RLConfig, None, overrides)
     validate_rl_config(cfg)
     assert cfg.trainer.backend == backend
+
+
+@pytest.mark.parametrize("where, says", [("nope.py", "file not found"), (".", "a folder, not a file")])
+def test_a_custom_reward_path_that_is_not_a_file_is_refused_by_plan(tmp_path, where, says):
+    """It is imported only after the models load; its absence is known at once."""
+    path = str(tmp_path / where)
+    with pytest.raises(ConfigError, match=re.escape(f"custom_reward_function.path={path!r}: {says}; give the Python "
+                                                    "file that defines the reward function")):
+        validate(f"custom_reward_function.path={path}")

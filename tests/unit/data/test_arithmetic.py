@@ -1,3 +1,5 @@
+import re
+
 import pyarrow.parquet as pq
 import pytest
 
@@ -54,3 +56,15 @@ def test_unknown_operator_is_an_error():
 def test_default_dataset_is_two_operand_addition(tmp_path):
     rows = pq.read_table(write_dataset(str(tmp_path), train_size=50, val_size=10)["train"]).to_pylist()
     assert all(r["extra_info"]["question"].count("+") == 1 and "-" not in r["extra_info"]["question"] for r in rows)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(train_size=-5), "--train-size -5: give at least 1"),  # wrote an empty train.parquet and exited 0
+    (dict(train_size=0), "--train-size 0: give at least 1"),
+    (dict(val_size=0), "--val-size 0: give at least 1 (to train without validation, set data.val_files=[])"),
+    (dict(max_value=-1), "--max-value -1: give at least 1"),  # was randrange's ValueError traceback
+])
+def test_sizes_that_would_write_nothing_are_refused(tmp_path, kwargs, message):
+    with pytest.raises(HybridRLError, match=f"^{re.escape(message)}$"):
+        write_dataset(str(tmp_path / "out"), **kwargs)
+    assert not (tmp_path / "out").exists()

@@ -4,7 +4,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from hybridrl.data.dataset import RLDataset
+from hybridrl.data.dataset import DataNames, RLDataset
 from hybridrl.errors import DataError
 from hybridrl.models.loading import load_tokenizer
 
@@ -218,4 +218,11 @@ def test_overlong_prompt_error_names_the_setting_that_gave_the_limit(tmp_path, t
     """`hybridrl eval` passes its flag, so the fix names --max-prompt-length, not the trainer's key."""
     path = write_rows(tmp_path / "a.parquet", [row("What is 1+2?")])
     with pytest.raises(DataError, match=re.escape("prompt is 15 tokens, over --max-prompt-length=4; raise it")):
-        RLDataset([path], tok, "prompt", 4, limit=("--max-prompt-length", "raise it"))
+        RLDataset([path], tok, "prompt", 4, names=DataNames(max_prompt_length="--max-prompt-length", overlong_fix="raise it"))
+    with pytest.raises(DataError, match=re.escape("no column 'question' (columns: data_source, prompt, reward_model); set "
+                                                  "--prompt-key to the column holding the chat messages")):
+        RLDataset([path], tok, "question", 64, names=DataNames(prompt_key="--prompt-key"))
+    bad = write_rows(tmp_path / "b.parquet", [{**row(), "data_source": None}])
+    with pytest.raises(DataError, match=re.escape("row 0: no 'data_source' value; name the reward scorer of every row "
+                                                  "(--reward-fn-key). Leave it out")):
+        RLDataset([bad], tok, "prompt", 64, names=DataNames(reward_fn_key="--reward-fn-key", bad_row_fix="Leave it out"))

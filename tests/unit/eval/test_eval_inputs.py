@@ -101,3 +101,30 @@ def test_a_reward_file_that_exits_fails_before_the_model_loads_naming_the_flag(t
     assert main(["eval", "--data", data, "--custom-reward-path", str(quits), "--num-workers", "0"]) == 2
     assert capsys.readouterr().err.strip() == (f"hybridrl eval: error: --custom-reward-path {quits} failed to import: "
                                                "it called sys.exit(5)")
+
+
+def test_a_missing_prompt_column_names_the_flag(tmp_path, capsys):
+    data = write_prompts(tmp_path / "p.jsonl", ["What is 1+2?"])
+    assert main(["eval", "--data", data, "--prompt-key", "question", "--num-workers", "0"]) == 2
+    assert capsys.readouterr().err.strip().endswith("no column 'question' (columns: data_source, prompt, "
+                                                    "reward_model); set --prompt-key to the column holding the chat "
+                                                    "messages")
+
+
+@pytest.mark.parametrize("seed", ["-1", str(2 ** 64)])
+def test_a_seed_out_of_range_is_one_line(tmp_path, capsys, never_load, seed):
+    data = write_prompts(tmp_path / "p.jsonl", ["What is 1+2?"])
+    assert main(["eval", "--data", data, "--seed", seed]) == 2  # 2**64 was an overflow traceback after loading
+    assert capsys.readouterr().err.strip() == f"hybridrl eval: error: --seed {seed}: give 0 to 4294967295"
+
+
+def test_every_bad_flag_is_reported_at_once(tmp_path, capsys, never_load):
+    data = write_prompts(tmp_path / "p.jsonl", ["What is 1+2?"])
+    blocker = tmp_path / "a_file"
+    blocker.write_text("")
+    assert main(["eval", "--data", data, "--n", "0", "--top-k", "0", "--output", str(blocker / "x.json")]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "hybridrl eval: error: 3 problems in the config:",
+        "  1. --n 0: give at least 1 sample per prompt",
+        "  2. --top-k 0: give a positive count, or -1 for off",
+        f"  3. --output {blocker}/x.json: {blocker} is a file, not a folder; give a path you can write to"]

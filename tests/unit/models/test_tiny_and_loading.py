@@ -1,4 +1,5 @@
 import os
+import re
 
 import pytest
 from transformers import AutoTokenizer
@@ -35,3 +36,21 @@ def test_context_length_check(random_model_dir):
     check_context_length(model, 100, 100)
     with pytest.raises(ConfigError, match="exceeds the model's max_position_embeddings=256"):
         check_context_length(model, 200, 100)
+
+
+def test_a_folder_without_config_json_is_not_a_model_folder(tmp_path):
+    with pytest.raises(ConfigError, match=re.escape(f"critic.model.path='{tmp_path}' is a folder without a config.json, "
+                                                    "not a HuggingFace model folder")):
+        resolve_model_path(str(tmp_path), "critic.model.path")
+
+
+def test_a_config_json_transformers_cannot_read_is_one_line(tmp_path):
+    """An empty config.json used to be transformers' ValueError traceback (from plan's memory estimate too)."""
+    (tmp_path / "config.json").write_text("{}")
+    with pytest.raises(ConfigError, match=re.escape(f"model {tmp_path}: cannot load it as a HuggingFace model "
+                                                    "(Unrecognized model in")):
+        load_causal_lm(str(tmp_path))
+    from hybridrl.config.memory import _dims
+
+    with pytest.raises(ConfigError, match=re.escape(f"actor_rollout_ref.model.path='{tmp_path}': cannot load it")):
+        _dims(str(tmp_path), "actor_rollout_ref.model.path")

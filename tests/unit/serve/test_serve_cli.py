@@ -34,7 +34,8 @@ def test_defaults_bind_loopback_and_read_the_key_from_the_environment(monkeypatc
 @pytest.mark.parametrize("field, value, flag", [
     ("port", 70000, "--port"), ("max_num_seqs", 0, "--max-num-seqs"), ("max_model_len", 1, "--max-model-len"),
     ("max_tokens_limit", 0, "--max-tokens-limit"), ("max_n", 0, "--max-n"), ("max_body_bytes", 10, "--max-body-bytes"),
-    ("api_key", " ", "--api-key"), ("engine", "tgi", "--engine"), ("dtype", "int8", "--dtype"), ("threads", 0, "--threads")])
+    ("api_key", " ", "--api-key"), ("engine", "tgi", "--engine"), ("dtype", "int8", "--dtype"), ("threads", 0, "--threads"),
+    ("seed", -1, "--seed"), ("seed", 2 ** 64, "--seed")])
 def test_bad_flags_are_config_errors_naming_the_flag(field, value, flag):
     with pytest.raises(ConfigError, match=f"^{flag}[ :]"):
         check_settings(ServeSettings("tiny-arith", **{field: value}))
@@ -108,3 +109,11 @@ def test_a_port_in_use_is_one_line_before_the_model_loads(monkeypatch):
 def test_a_host_that_cannot_be_bound_is_one_line(host, message):
     with pytest.raises(ConfigError, match=f"^{re.escape(message)}"):
         cli.listen_socket(host, 0)
+
+
+def test_every_bad_flag_is_reported_at_once():
+    from hybridrl.errors import ConfigErrors
+
+    with pytest.raises(ConfigErrors) as info:
+        check_settings(ServeSettings("tiny-arith", port=-1, max_n=0, threads=0))
+    assert [m.split(":")[0] for m in info.value.messages] == ["--port -1", "--max-n 0", "--threads 0"]
