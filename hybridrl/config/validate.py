@@ -46,12 +46,16 @@ class Problems:
         return True
 
 
-def _check_reward(cfg: RLConfig) -> None:
-    rm, crf = cfg.reward_model, cfg.custom_reward_function
-    if crf.path is not None and not os.path.isfile(crf.path):  # it is imported only once the models are loaded
-        raise ConfigError(f"custom_reward_function.path={crf.path!r}: "
-                          f"{'a folder, not a file' if os.path.isdir(crf.path) else 'file not found'}; give the Python "
+def _check_custom_reward_file(cfg: RLConfig) -> None:
+    path = cfg.custom_reward_function.path
+    if path is not None and not os.path.isfile(path):  # it is imported only once the models are loaded
+        raise ConfigError(f"custom_reward_function.path={path!r}: "
+                          f"{'a folder, not a file' if os.path.isdir(path) else 'file not found'}; give the Python "
                           "file that defines the reward function")
+
+
+def _check_reward(cfg: RLConfig) -> None:
+    rm = cfg.reward_model
     if rm.reward_manager == "batch" and not cfg.custom_reward_function.path:
         raise ConfigError("reward_model.reward_manager=batch calls a batched user function; set "
                           "custom_reward_function.path (and .name), or use reward_model.reward_manager=naive")
@@ -131,7 +135,7 @@ def check_rl_config(cfg: RLConfig, problems: Problems) -> Optional[BatchPlan]:
     check = problems.check
     alg, actor = cfg.algorithm, cfg.actor_rollout_ref.actor
     resolve_backend(cfg)  # auto -> local | ray, before anything reads it
-    for fn in (_check_reward, _check_checkpointing, _check_multi_turn, _check_sampling, _check_kl_in_reward, _check_dapo,
+    for fn in (_check_custom_reward_file, _check_reward, _check_checkpointing, _check_multi_turn, _check_sampling, _check_kl_in_reward, _check_dapo,
                _check_vllm):
         check(fn, cfg)
     check(check_loggers, cfg.trainer.logger)
@@ -158,10 +162,16 @@ def _check_estimator(cfg: RLConfig) -> None:
     """The advantage estimator's needs: groups of responses, or a critic (with its own batch plan)."""
     alg, tr, rollout = cfg.algorithm, cfg.trainer, cfg.actor_rollout_ref.rollout
     problems = Problems()
-    if ADV_ESTIMATORS.entry(alg.adv_estimator).meta.get("needs_groups") and rollout.n < 2:
+    groups = ADV_ESTIMATORS.entry(alg.adv_estimator).meta.get("needs_groups")
+    if groups and rollout.n < 2:
         problems.errors.append(
             f"algorithm.adv_estimator={alg.adv_estimator} compares the responses to one prompt, so it needs "
             f"actor_rollout_ref.rollout.n >= 2 (got {rollout.n}); set actor_rollout_ref.rollout.n=8, for example")
+    elif groups and not rollout.do_sample:  # greedy: the group's responses are one response n times
+        problems.errors.append(
+            f"actor_rollout_ref.rollout.do_sample=false gives the {rollout.n} responses to a prompt the same tokens, so "
+            f"algorithm.adv_estimator={alg.adv_estimator} (which compares them) gives every one advantage 0 and "
+            "nothing is learned; set actor_rollout_ref.rollout.do_sample=true")
     problems.check(actor_plan, cfg)
     if needs_critic(cfg):
         problems.check(critic_batch_plan, cfg)

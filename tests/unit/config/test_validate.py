@@ -94,7 +94,16 @@ def test_zero_temperature_with_sampling():
 
 
 def test_zero_temperature_without_sampling_passes():
-    validate("actor_rollout_ref.rollout.temperature=0", "actor_rollout_ref.rollout.do_sample=false")
+    # with an estimator that does not compare a prompt's responses (gae): greedy rollouts can learn
+    validate("actor_rollout_ref.rollout.temperature=0", "actor_rollout_ref.rollout.do_sample=false",
+             "algorithm.adv_estimator=gae")
+
+
+def test_greedy_rollouts_with_a_group_estimator_learn_nothing_and_are_refused():
+    with pytest.raises(ConfigError, match=re.escape(
+            "actor_rollout_ref.rollout.do_sample=false gives the 8 responses to a prompt the same tokens, so "
+            "algorithm.adv_estimator=grpo (which compares them) gives every one advantage 0 and nothing is learned")):
+        validate("actor_rollout_ref.rollout.do_sample=false")
 
 
 @pytest.mark.parametrize("value", [0.0, 1.5, -0.1])
