@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from hybridrl import progress
 from hybridrl.batch import Sequences, split
 
 
@@ -92,7 +93,7 @@ def batched_log_probs(model, seqs: Sequences, temperature: float, micro_batch_si
                       share_prompts: bool = False) -> Tensor:
     """response_log_probs over micro-batches, without gradients; [N, T]."""
     return torch.cat([response_log_probs(model, part, temperature, share_prompts=share_prompts)[0]
-                      for part in split(seqs, micro_batch_size)])
+                      for part in progress.counted(split(seqs, micro_batch_size), "micro-batch")])
 
 
 def response_values(model, seqs: Sequences) -> Tensor:
@@ -107,4 +108,5 @@ def response_values(model, seqs: Sequences) -> Tensor:
 @torch.no_grad()
 def batched_values(model, seqs: Sequences, micro_batch_size: int) -> Tensor:
     """response_values over micro-batches, without gradients; [N, T]."""
-    return torch.cat([response_values(model, part) for part in split(seqs, micro_batch_size)])
+    return torch.cat([response_values(model, part) for part in progress.counted(split(seqs, micro_batch_size),
+                                                                                "micro-batch")])
