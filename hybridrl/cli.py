@@ -189,7 +189,9 @@ def cmd_sft(args) -> None:
     from hybridrl.config.sft import SFTConfig
     from hybridrl.trainer.sft import run_sft
 
-    run_sft(load_config(SFTConfig, args.config, args.overrides))
+    cfg = load_config(SFTConfig, args.config, args.overrides)
+    with progress.reporting():  # one for the setup and the steps
+        run_sft(cfg)
 
 
 def cmd_data(args) -> None:

@@ -91,7 +91,7 @@ def zero_signal_message(window: list[dict[str, float]], threshold: float, c: Sig
             + (f" (critic/score/mean {score:.3g})" if score is not None else "")
             + f", so {c.estimator}'s advantages are 0 and the policy does not change (actor/pg_loss 0). Likely causes "
             "and the keys to try:")
-    causes = [f"responses cut before the answer: "
+    causes = ["responses cut before the answer: "
               + (f"{clip:.0%} of them hit " if clip is not None else "")
               + f"data.max_response_length={c.max_response_length}"
               + (f" (mean length {length:.0f})" if length is not None else "") + "; raise it",

@@ -49,10 +49,12 @@ def run_sft(cfg: SFTConfig, log=progress.write) -> dict[str, float]:
         raise ConfigError(f"data.micro_batch_size_per_gpu={d.micro_batch_size_per_gpu} must divide "
                           f"data.train_batch_size={d.train_batch_size}")
     torch.manual_seed(tr.seed)
-    tokenizer = load_tokenizer(cfg.model.partial_pretrain)
-    model = load_causal_lm(cfg.model.partial_pretrain)
-    train = SFTDataset(d.train_files, tokenizer, d.prompt_key, d.response_key, d.max_length, "data.train_files")
-    val_rl = RLDataset(d.val_files, tokenizer, d.prompt_key, d.max_length, key="data.val_files") if d.val_files else None
+    with progress.phase("setup"):  # shown when the command runs under progress.reporting() (cli.cmd_sft)
+        tokenizer = load_tokenizer(cfg.model.partial_pretrain)
+        model = load_causal_lm(cfg.model.partial_pretrain)
+        train = SFTDataset(d.train_files, tokenizer, d.prompt_key, d.response_key, d.max_length, "data.train_files")
+        val_rl = (RLDataset(d.val_files, tokenizer, d.prompt_key, d.max_length, key="data.val_files")
+                  if d.val_files else None)
     total = total_training_steps(len(train), d.train_batch_size, tr.total_epochs, tr.total_training_steps)
     optimizer, scheduler = build_optimizer(model.parameters(), o.lr, o.weight_decay, o.betas,
                                            warmup_steps_of(o.lr_warmup_steps, o.warmup_steps_ratio, total), total,
@@ -82,7 +84,8 @@ def run_sft(cfg: SFTConfig, log=progress.write) -> dict[str, float]:
             grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), o.clip_grad)
             optimizer.step()
             scheduler.step()
-            metrics = {"train/loss": loss, "train/grad_norm": float(grad_norm), "train/lr": optimizer.param_groups[0]["lr"]}
+            metrics = {"train/loss": loss, "train/grad_norm": float(grad_norm),
+                       "train/lr": optimizer.param_groups[0]["lr"]}
             if step == total or (tr.test_freq > 0 and step % tr.test_freq == 0):
                 metrics.update(evaluate())
             tracker.log(metrics, step)

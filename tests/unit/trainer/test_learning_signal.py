@@ -70,7 +70,8 @@ def test_the_message_names_the_causes_and_the_keys_to_try():
     text = zero_signal_message([step(1.0), step(1.0, clip=0.5)], 0.9, CONTEXT)
     head, *causes = text.splitlines()
     assert head.startswith("WARNING: no learning signal in the last 2 step(s): in each, 90% or more of the prompt "
-                           f"groups ({KEY}, mean 1.00) gave all their 4 responses the same reward (critic/score/mean 0)")
+                           f"groups ({KEY}, mean 1.00) gave all their 4 responses the same reward "
+                           "(critic/score/mean 0)")
     assert "grpo's advantages are 0" in head and "actor/pg_loss 0" in head
     assert causes[0] == "  - responses cut before the answer: 75% of them hit data.max_response_length=128 " \
                         "(mean length 128); raise it"
