@@ -88,8 +88,6 @@ class RLTrainer:
         after, test_freq = {}, r.loop.test_freq
         for step in shown.steps(first, r.total_steps):
             metrics = self.train_step(step)
-            if (warning := self.signal.observe(metrics)) is not None:
-                self.log(warning)
             last = step == r.total_steps
             # as verl: every test_freq steps and at the last; test_freq <= 0 never (val_before_train aside)
             if r.val_data is not None and test_freq > 0 and (last or step % test_freq == 0):
@@ -97,6 +95,8 @@ class RLTrainer:
                     after = self.validate(step)
                 metrics.update(after)
             r.tracker.log(metrics, step)
+            if (warning := self.signal.observe(metrics)) is not None:  # after the step's line, which it explains
+                self.log(warning)
             if r.checkpointing.due(step, last):  # after logging: a checkpoint's steps are all in metrics.jsonl
                 start = time.perf_counter()
                 with progress.phase("save_checkpoint"):
