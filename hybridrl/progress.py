@@ -96,7 +96,10 @@ class Reporter:
     def _run_ticker(self) -> None:
         while not self._stop.wait(self.tick_s):
             with self._lock:
-                self.tick()
+                try:
+                    self.tick()
+                except (OSError, ValueError):  # the terminal went away: stop drawing, the work goes on
+                    return
 
     # -- what the work calls --------------------------------------------------------------------
     @contextlib.contextmanager
@@ -163,8 +166,11 @@ class Reporter:
             self._line(f"{p.name}: " + (f"{p.summary()} in " if p.counts else "") + f"{p.elapsed():.1f} s")
 
     def _line(self, text: str) -> None:
-        self.stream.write(f"{self.prefix} {text}\n" if self.prefix else f"{text}\n")
-        self.stream.flush()
+        try:
+            self.stream.write(f"{self.prefix} {text}\n" if self.prefix else f"{text}\n")
+            self.stream.flush()
+        except (OSError, ValueError):  # a closed stream or pipe: showing progress must never end the work
+            pass
 
     def _draw(self, p: Phase) -> None:
         """The phase's line: `name: 45% |###   | 45/100 prompts [00:12<00:15, 300 tokens]` with a total,

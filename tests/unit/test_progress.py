@@ -224,3 +224,12 @@ def test_validation_counts_prompts_out_of_all(model_and_tokenizer, arith_data):
     out = log_of(lambda r: validate(generate, data, RewardManager(tok), SamplingParams(3), 2, tok.pad_token_id,
                                     batch_size=8, label="eval"), after_s=0.0, every_s=1e9)  # the end line only
     assert re.fullmatch(r"eval: 10/10 prompts, \d+ tokens in \d+\.\d s\n", out), out  # batches of 4, 4, 2 prompts
+
+
+def test_a_closed_stream_never_stops_the_work():
+    stream = io.StringIO()
+    with reporting(stream, tty=False, **FAST) as r:
+        stream.close()  # e.g. the log's pipe went away
+        with progress.phase("gen"):
+            time.sleep(0.3)  # the end line and the ticker both write to the closed stream
+        assert r._ticker.is_alive()
