@@ -109,12 +109,14 @@ class Reporter:
             if self.stack:
                 self.stack[-1].nested = True
             self.stack.append(p)
+        done = False
         try:
             yield p
+            done = True
         finally:
             with self._lock:
                 self.stack.remove(p)
-                self._ended(p)
+                self._ended(p, done)
 
     def advance(self, n: int, unit: str) -> None:
         """n more units done in the innermost phase (the first unit counted becomes its bar's unit)."""
@@ -159,10 +161,11 @@ class Reporter:
             p.last_line = time.time()
             self._line(f"{p.name}: running {p.elapsed():.0f} s" + (f", {p.summary()} so far" if p.counts else ""))
 
-    def _ended(self, p: Phase) -> None:
+    def _ended(self, p: Phase, done: bool) -> None:
         if not self.stack:
             self._close_bar()  # the outermost phase ended: the next one starts a fresh line
-        if not self.tty and not p.nested and p.elapsed() >= self.after_s:
+        # a phase that raised gets no line: the error that follows says what happened
+        if done and not self.tty and not p.nested and p.elapsed() >= self.after_s:
             self._line(f"{p.name}: " + (f"{p.summary()} in " if p.counts else "") + f"{p.elapsed():.1f} s")
 
     def _line(self, text: str) -> None:

@@ -125,12 +125,15 @@ def test_write_goes_to_stdout_above_the_bars(capsys):
     assert capsys.readouterr().out == "step 1 | score=0.5\ndone\n"
 
 
-def test_a_phase_that_raises_still_ends():
-    with reporting(io.StringIO(), tty=False, **FAST) as r:
+def test_a_phase_that_raises_ends_without_a_line():
+    stream = io.StringIO()
+    with reporting(stream, tty=False, **FAST) as r:
         with pytest.raises(ValueError):
-            with progress.phase("gen"):
-                raise ValueError("boom")
+            with progress.phase("setup"):
+                time.sleep(0.3)  # long enough for a line, had it ended well
+                raise ValueError("data.train_files: file not found")  # the error line says what happened
         assert r.stack == []
+    assert stream.getvalue() == ""
 
 
 def test_timed_phases_are_shown():
