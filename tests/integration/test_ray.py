@@ -40,7 +40,7 @@ def overrides(arith_data, run_dir, *extra: str) -> list[str]:
     return [f"data.train_files={arith_data['train']}", f"data.val_files={arith_data['val']}", "data.val_max_samples=8",
             "data.train_batch_size=8", "actor_rollout_ref.rollout.n=4", "actor_rollout_ref.actor.ppo_mini_batch_size=4",
             "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4", "actor_rollout_ref.actor.optim.lr=1e-3",
-            "trainer.total_training_steps=3", "trainer.test_freq=-1", "trainer.save_freq=0",
+            "trainer.total_training_steps=3", "trainer.test_freq=3", "trainer.save_freq=0",
             f"trainer.default_local_dir={run_dir}", *extra]
 
 
