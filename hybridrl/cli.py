@@ -10,6 +10,7 @@ import argparse
 import functools
 import sys
 
+from hybridrl import progress
 from hybridrl.errors import HybridRLError
 
 
@@ -161,11 +162,13 @@ def cmd_train(args) -> None:
     from hybridrl.trainer.rl import RLTrainer
 
     cfg, plan = load_rl_config(args.config, args.overrides)  # every config problem at once
-    print(plan.describe())
-    run = build_run(cfg, plan)
-    print(f"{len(run.train_data)} training prompts, {run.total_steps} steps; run folder {run.run_dir}")
-    trainer = RLTrainer(run)
-    print(trainer.fit().line())
+    print(plan.describe(), flush=True)
+    with progress.reporting() as shown:  # from here on, what runs is shown (hybridrl/progress.py)
+        with progress.phase("setup"):  # tokenizing the data, loading the models, starting workers or engines
+            run = build_run(cfg, plan, log=shown.write)
+        shown.write(f"{len(run.train_data)} training prompts, {run.total_steps} steps; run folder {run.run_dir}")
+        summary = RLTrainer(run).fit()
+    print(summary.line())
 
 
 def cmd_plan(args) -> None:
@@ -184,7 +187,9 @@ def cmd_sft(args) -> None:
     from hybridrl.config.sft import SFTConfig
     from hybridrl.trainer.sft import run_sft
 
-    run_sft(load_config(SFTConfig, args.config, args.overrides))
+    cfg = load_config(SFTConfig, args.config, args.overrides)
+    with progress.reporting():  # one for the setup and the steps
+        run_sft(cfg)
 
 
 def cmd_data(args) -> None:
@@ -193,11 +198,12 @@ def cmd_data(args) -> None:
     from hybridrl.paths import check_output_folder
 
     check_output_folder(args.output, "--output")  # before reading or generating anything
-    if args.dataset == "arithmetic":
-        paths = write_dataset(args.output, args.train_size, args.val_size, args.seed, args.min_operands,
-                              args.max_operands, args.max_value, args.ops)
-    else:
-        paths = convert(args.dataset, args.input, args.output)
+    with progress.reporting(), progress.phase(f"writing {args.dataset} data"):
+        if args.dataset == "arithmetic":
+            paths = write_dataset(args.output, args.train_size, args.val_size, args.seed, args.min_operands,
+                                  args.max_operands, args.max_value, args.ops)
+        else:
+            paths = convert(args.dataset, args.input, args.output)
     for split, path in paths.items():
         print(f"wrote {path} ({split})")
 
@@ -218,14 +224,16 @@ def cmd_algos(args) -> None:
 def cmd_export(args) -> None:
     from hybridrl.models.export import actor_folder, export
 
-    diff = export(args.checkpoint, args.out, merge_lora=args.merge_lora)
+    with progress.reporting(), progress.phase("export"):  # copying, then loading both folders to compare logits
+        diff = export(args.checkpoint, args.out, merge_lora=args.merge_lora)
     print(f"exported {actor_folder(args.checkpoint)} -> {args.out}; logits match (max |difference| = {diff:g})")
 
 
 def cmd_model(args) -> None:
     from hybridrl.models.gguf import convert
 
-    c = convert(args.gguf_file, args.out_dir, dtype=args.dtype, sha256=args.sha256)
+    with progress.reporting(), progress.phase("from-gguf"):
+        c = convert(args.gguf_file, args.out_dir, dtype=args.dtype, sha256=args.sha256)
     print(f"wrote {c.out_dir}: {c.architecture}, {c.parameters / 1e6:.1f}M parameters ({args.dtype}); reloaded logits "
           f"match the GGUF model's (max |difference| = {c.max_logit_diff:g})")
 

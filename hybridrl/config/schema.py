@@ -426,8 +426,8 @@ class TrainerConfig:
     validation_data_dir: Optional[str] = doc(None, "write every validation generation to <dir>/<step>.jsonl (null: off)")
     total_epochs: int = doc(1, "passes over the training prompts", ge=1)
     total_training_steps: Optional[int] = doc(100, "stop after this many steps (null: total_epochs decides)", ge=1)
-    test_freq: int = doc(10, "validate every N steps (-1: never; the last step always validates)",
-                         ge=-1, hint="(N > 0: every N steps; -1 or 0: only the last step)")
+    test_freq: int = doc(10, "validate every N steps and at the last one; -1: never, as in verl (val_before_train aside)",
+                         ge=-1, hint="(N > 0: every N steps and the last; -1 or 0: never)")
     val_before_train: bool = doc(True, "validate before the first step")
     default_local_dir: str = doc("checkpoints/${trainer.project_name}/${trainer.experiment_name}",
                                  "run folder: metrics.jsonl, config.yaml, global_step_<N>/ checkpoints")

@@ -54,6 +54,7 @@ from typing import Callable, Optional, Sequence
 
 import torch
 
+from hybridrl import progress
 from hybridrl.batch import Rollout
 from hybridrl.config.schema import ON_ERROR, SEED_MAX, DataConfig, MultiTurnConfig, RewardModelConfig
 from hybridrl.data.dataset import DataNames, RLDataset
@@ -305,7 +306,8 @@ def evaluate(s: EvalSettings, log: Callable[[str], None] = print) -> EvalResult:
     ref = FunctionRef(s.custom_reward_path, s.custom_reward_name, keys=("--custom-reward-path", "--custom-reward-name"))
     pool = ScoringPool(ref, s.num_workers, s.timeout_s)  # a custom reward file that cannot load fails at once too
     try:
-        return _evaluate(s, tools, pool, log)
+        with progress.reporting():  # a bar over the prompts on a terminal, plain lines in a log (hybridrl/progress.py)
+            return _evaluate(s, tools, pool, log)
     finally:
         pool.close()
 
@@ -316,10 +318,13 @@ def _evaluate(s: EvalSettings, tools: Optional[dict[str, Tool]], pool: ScoringPo
     folder = model_folder(s.model, "--model")
     ref_folder = model_folder(s.ref, "--ref") if s.ref is not None else None
     torch.manual_seed(s.seed)
-    tokenizer = load_tokenizer(folder)
-    module = load_causal_lm(folder).eval().requires_grad_(False)
-    data, s = _data_and_lengths(s, tokenizer, module, log)
-    meter = _kl_meter(s, ref_folder, module, tokenizer) if ref_folder is not None else None
+    with progress.phase("loading"):  # the model(s), and the data's prompts through the chat template
+        tokenizer = load_tokenizer(folder)
+        module = load_causal_lm(folder).eval().requires_grad_(False)
+        data, s, derived = _data_and_lengths(s, tokenizer, module)
+        meter = _kl_meter(s, ref_folder, module, tokenizer) if ref_folder is not None else None
+    if derived:  # after the phase: its line is not interrupted
+        log(derived)
     if s.greedy and s.n > 1:
         log(f"note: --greedy gives {s.n} identical responses per prompt; pass --n 1 or sample")
     sampling = SamplingParams(s.max_response_length, s.temperature, s.top_p, s.top_k, do_sample=not s.greedy)
@@ -328,7 +333,8 @@ def _evaluate(s: EvalSettings, tools: Optional[dict[str, Tool]], pool: ScoringPo
     kept = RolloutLog(reward.decode)
     hooks = [hook for hook in (kept, meter) if hook is not None]
     result = validate(functools.partial(generate_rollout, engine), data, reward, sampling, s.n,
-                      tokenizer.pad_token_id, s.batch_size, lambda rollout: [hook(rollout) for hook in hooks])
+                      tokenizer.pad_token_id, s.batch_size, lambda rollout: [hook(rollout) for hook in hooks],
+                      label="eval")
     metrics = dict(result.metrics)
     metrics.update(kept.metrics(s.n))
     rows = result.rows
@@ -344,10 +350,11 @@ def _evaluate(s: EvalSettings, tools: Optional[dict[str, Tool]], pool: ScoringPo
     return out
 
 
-def _data_and_lengths(s: EvalSettings, tokenizer, module, log: Callable[[str], None]) -> tuple[RLDataset, EvalSettings]:
+def _data_and_lengths(s: EvalSettings, tokenizer, module) -> tuple[RLDataset, EvalSettings, Optional[str]]:
     """The prompts, and the settings with the lengths in effect: --max-prompt-length, else the longest
     prompt after the chat template; --max-response-length, else what the model's context leaves after
-    that, at most RESPONSE_CAP (so real data is never refused for a default that does not fit it)."""
+    that, at most RESPONSE_CAP (so real data is never refused for a default that does not fit it). The
+    third item says which lengths were derived (None when both were given)."""
     context = getattr(module.config, "max_position_embeddings", None)
     limit = s.max_prompt_length or context or 2 ** 31
     names = EVAL_NAMES if s.max_prompt_length is not None else dataclasses.replace(  # only the context bounds a prompt
@@ -363,11 +370,13 @@ def _data_and_lengths(s: EvalSettings, tokenizer, module, log: Callable[[str], N
             raise ConfigError(f"{PROMPT_FLAG} {prompt} fills the model's context of {context} tokens, which leaves no "
                               f"room for a response; give a smaller {PROMPT_FLAG} (longer prompts are refused)")
         response = room
+    derived = None
     if s.max_prompt_length is None or s.max_response_length is None:
-        log(f"{PROMPT_FLAG} {prompt}{'' if s.max_prompt_length else ' (the longest prompt)'}, --max-response-length "
-            f"{response}{'' if s.max_response_length else f' (the context left, at most {RESPONSE_CAP})'}")
+        derived = (f"{PROMPT_FLAG} {prompt}{'' if s.max_prompt_length else ' (the longest prompt)'}, "
+                   f"--max-response-length {response}"
+                   f"{'' if s.max_response_length else f' (the context left, at most {RESPONSE_CAP})'}")
     check_context_length(module, prompt, response, f"{PROMPT_FLAG} + --max-response-length")
-    return data, dataclasses.replace(s, max_prompt_length=prompt, max_response_length=response)
+    return data, dataclasses.replace(s, max_prompt_length=prompt, max_response_length=response), derived
 
 
 def _kl_meter(s: EvalSettings, ref_folder: str, module, tokenizer) -> KLMeter:

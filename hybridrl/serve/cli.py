@@ -12,6 +12,7 @@ import os
 import socket
 import sys
 
+from hybridrl import progress
 from hybridrl.errors import ConfigError
 from hybridrl.serve.settings import DTYPES, ENGINES, ServeSettings
 
@@ -102,7 +103,8 @@ def run(args) -> None:
               "can use the model; set --api-key or $HYBRIDRL_API_KEY", file=sys.stderr)
     sock = listen_socket(s.host, s.port)  # a port in use fails here, before the model loads
     try:
-        service, app_settings, engine = build_service(s)
+        with progress.reporting(), progress.phase("loading the model"):
+            service, app_settings, engine = build_service(s)
         port = sock.getsockname()[1]  # --port 0: the port the system chose
         print(f"hybridrl serve: model '{app_settings.model_name}' ({engine} engine, context "
               f"{app_settings.limits.max_model_len}) on http://{s.host}:{port}/v1", file=sys.stderr, flush=True)

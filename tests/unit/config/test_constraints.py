@@ -88,7 +88,7 @@ def test_range_text(meta, text):
     ("algorithm.gamma=0", "algorithm.gamma=0.0 must be in (0, 1]"),
     ("algorithm.kl_ctrl.kl_coef=-0.1", "algorithm.kl_ctrl.kl_coef=-0.1 must be >= 0"),
     ("reward_model.rm_weight=-1", "reward_model.rm_weight=-1.0 must be >= 0"),
-    ("trainer.test_freq=-2", "trainer.test_freq=-2 must be >= -1 (N > 0: every N steps; -1 or 0: only the last step)"),
+    ("trainer.test_freq=-2", "trainer.test_freq=-2 must be >= -1 (N > 0: every N steps and the last; -1 or 0: never)"),
     ("data.train_max_samples=0", "data.train_max_samples=0 must be -1 or at least 1 (-1: all)"),
     ("data.seed=-1", "data.seed=-1 must be in [0, 4294967295]"),
     ("trainer.use_legacy_worker_impl=maybe", "trainer.use_legacy_worker_impl='maybe' is not supported; valid values: "

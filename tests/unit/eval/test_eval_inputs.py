@@ -33,8 +33,7 @@ def write_prompts(path, questions: list[str]) -> str:
 
 def lengths(path: str, tiny, **kw) -> tuple[int, int]:
     tok, model = tiny
-    notes = []
-    _, s = _data_and_lengths(EvalSettings(data=[path], model="tiny-arith", **kw), tok, model, notes.append)
+    _, s, _ = _data_and_lengths(EvalSettings(data=[path], model="tiny-arith", **kw), tok, model)
     return s.max_prompt_length, s.max_response_length
 
 

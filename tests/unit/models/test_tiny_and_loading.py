@@ -54,3 +54,16 @@ def test_a_config_json_transformers_cannot_read_is_one_line(tmp_path):
 
     with pytest.raises(ConfigError, match=re.escape(f"actor_rollout_ref.model.path='{tmp_path}': cannot load it")):
         _dims(str(tmp_path), "actor_rollout_ref.model.path")
+
+
+def test_loading_models_prints_no_progress_bars_and_restores_the_setting(capfd, random_model_dir):
+    from transformers.utils import logging as hf_logging
+
+    from hybridrl.models.loading import load_value_model
+
+    assert hf_logging.is_progress_bar_enabled()
+    load_causal_lm(random_model_dir)
+    load_value_model(random_model_dir, "critic.model.path")
+    err = capfd.readouterr().err
+    assert "Loading weights" not in err and "\r" not in err  # transformers draws one per load unless told not to
+    assert hf_logging.is_progress_bar_enabled()  # a library user's own loads still get theirs
