@@ -64,10 +64,10 @@ _LEGACY = [
        "the deprecated global micro-batch: responses per forward summed over all workers, which verl divides by "
        "the number of workers", "hybridrl has only the per-worker key",
        f"set {{key}}_per_gpu to {{value}} / {_WORLD} instead", (None,)),
-    _k("data.val_batch_size", "prompts per validation batch, deprecated since v0.2 and ignored (validation "
+    _k("data.val_batch_size", "prompts per validation batch, deprecated since v0.3 and ignored (validation "
        "prompts go to the engine as one batch)", "hybridrl generates validation responses 256 at a time and "
        "has no key for it", "remove the key", (None,)),
-    _k("*fsdp_config.grad_offload", "kept gradients in host memory; removed in v0.2 (gradients follow "
+    _k("*fsdp_config.grad_offload", "kept gradients in host memory; removed in v0.3 (gradients follow "
        "param_offload)", "hybridrl has no separate gradient offload", "use {parent}.param_offload", (False,)),
     _k("trainer.val_generations_to_log_to_wandb", "the old name of trainer.log_val_generations",
        "hybridrl has the new name only", "set trainer.log_val_generations={value}"),
@@ -128,7 +128,7 @@ _FSDP = [
        "hybridrl has the older key", "set {parent}.mixed_precision.param_dtype={value}"),
     _k(_each(FSDP, "wrap_policy.*"), "which modules FSDP wraps (min_num_params: 0 wraps each decoder layer)",
        "hybridrl's fsdp2 shards each decoder layer (the model's _no_split_modules), then the root",
-       "remove the key", (0,)),
+       "remove the key", (0, None)),
     _k(_each(FSDP, "fsdp_size"), "GPUs per FSDP shard group (-1: all; less gives hybrid sharding)",
        "hybridrl's fsdp2 shards over all of a role's workers", "remove the key", (-1,)),
     _k(_each(FSDP, "reshard_after_forward"), "whether FSDP frees gathered parameters after each forward",
@@ -167,9 +167,6 @@ _FSDP = [
     _k("reward_model.model.fsdp_config.param_offload", "keeps the reward model's weights in host memory "
        "between scoring passes", "hybridrl keeps the reward model resident where it scores",
        "remove the key; reward_model.enable_resource_pool=true gives it its own workers", (False,)),
-    _k("reward_model.model.fsdp_config.*", "the reward model's FSDP precision and offload",
-       "hybridrl's reward model is a plain forward in one process (the driver, or each worker of its own pool)",
-       "remove the key"),
 ]
 
 _MODEL = [
