@@ -48,9 +48,11 @@ def judge(dotted: str, value: Any) -> Optional[Verdict]:
 
 
 def refusal(entry: VerlKey, dotted: str, value: Any) -> str:
-    """`key=value: in verl, <what it does>; <why not here>; <what instead> (accepted here: ...)`."""
+    """`key=value: in verl, <what it does>; <why not here>; <what instead> (accepted here: ...)`, with
+    {key}, {leaf}, {parent}, {grandparent} and {value} in the entry's texts filled in."""
     parent = dotted.rsplit(".", 1)[0]
-    fill = {"{key}": dotted, "{leaf}": dotted.rsplit(".", 1)[-1], "{parent}": parent, "{grandparent}": parent.rsplit(".", 1)[0], "{value}": _show(value)}
+    fill = {"{key}": dotted, "{leaf}": dotted.rsplit(".", 1)[-1], "{parent}": parent,
+            "{grandparent}": parent.rsplit(".", 1)[0], "{value}": _show(value)}
     parts = []
     for text in (entry.verl, entry.here, entry.instead):
         for name, sub in fill.items():

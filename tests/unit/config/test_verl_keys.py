@@ -305,3 +305,12 @@ def test_example_script_keys_validate():
                                        for o in overrides])
     validate_rl_config(cfg)
     assert len(overrides) >= 35 and cfg.actor_rollout_ref.rollout.n == 5 and cfg.trainer.backend == "local"
+
+
+def test_train_help_points_at_the_table():
+    from hybridrl.cli import _keys_help
+    from hybridrl.config.sft import SFTConfig
+
+    assert "hybridrl/config/verl_key_table.py lists them" in _keys_help(RLConfig)
+    assert "verl_key_table" not in _keys_help(SFTConfig)
+    assert os.path.isfile(os.path.join(HERE, "../../../hybridrl/config/verl_key_table.py"))
