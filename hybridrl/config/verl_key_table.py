@@ -99,8 +99,10 @@ _GROUPS = [
     _k(("*.router_replay.*", f"{ARR}.rollout.enable_rollout_routing_replay"), "records and replays MoE routing "
        "decisions between rollout and training", "hybridrl does not replay MoE routing",
        "remove the key (the mismatch shows in training/rollout_probs_diff_*)", ("disabled", None, False)),
-    _k(("*.mtp.*", "*.mtp"), "multi-token prediction heads for training and speculative decoding",
-       "hybridrl trains and samples the next token only", "remove the key", (False, None)),
+    _k(("*.mtp.enable", "*.mtp.enable_train", "*.mtp.enable_rollout", "*.mtp"), "multi-token prediction heads "
+       "for training and speculative decoding", "hybridrl trains and samples the next token only",
+       "remove the key", (False, None)),
+    _k("*.mtp.*", "a setting of multi-token prediction", "unused without mtp.enable", "remove the key", ANY),
     _k(("data.image_key", "data.video_key", "data.image_patch_size", "data.return_multi_modal_inputs",
         f"{ARR}.actor.freeze_vision_tower", "*rollout.limit_images"),
        "a setting for vision-language models (image and video columns, the vision tower)",
@@ -297,9 +299,11 @@ _ROLLOUT = [
        "remove the key", ANY),
     _k((f"{R}.engine_kwargs.sglang*", f"{R}.engine_kwargs.trtllm*"), "options of the SGLang or TensorRT-LLM "
        "engine", "hybridrl's engines are hf and vllm", f"vLLM's options go in {_VLLM_KWARGS}", (None,)),
+    _k(f"{R}.agent.num_workers", "processes that run the agent loop", "hybridrl runs no agent loop",
+       "remove the key", ANY),
     _k(f"{R}.agent.*", "the agent loop (rollouts as per-sample agent programs on an async server)",
        "hybridrl's tool-using rollouts are actor_rollout_ref.rollout.multi_turn", "remove the key; see "
-       "actor_rollout_ref.rollout.multi_turn.*", ANY),
+       "actor_rollout_ref.rollout.multi_turn.*", ("single_turn_agent", None)),
     _k(f"{R}.checkpoint_engine.backend", "the transport that moves actor weights into the engine (naive, "
        "nccl, nixl)", "hybridrl's hf engine shares the policy's weights and vllm reloads them from shared "
        "memory", "remove the key", ("naive",)),
@@ -307,8 +311,10 @@ _ROLLOUT = [
        "unused by hybridrl's weight sync", "remove the key", ANY),
     _k(f"{R}.trace.*", "traces rollouts to mlflow or weave", "hybridrl writes rollouts to files",
        "use trainer.rollout_data_dir (every generation) or trainer.log_val_generations", (None, False)),
-    _k(f"{R}.prometheus.*", "exports the engine server's metrics to Prometheus", "hybridrl's engine is not a "
-       "server", "remove the key", ANY),
+    _k(f"{R}.prometheus.enable", "exports the engine server's metrics to Prometheus", "hybridrl's engine is not "
+       "a server", "remove the key", (False,)),
+    _k(f"{R}.prometheus.*", "a setting of the Prometheus export", "unused without prometheus.enable",
+       "remove the key", ANY),
     _k(f"{R}.multi_turn.format", "the tool-call format", "hybridrl parses Hermes <tool_call> JSON",
        "remove the key", ("hermes",)),
     _k(f"{R}.multi_turn.max_parallel_calls", "tool calls run per model turn", "hybridrl runs the first call of "

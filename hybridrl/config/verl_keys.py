@@ -3,9 +3,11 @@
 A verl command line or config file is meant to run here unchanged where it can. A key of verl's that
 the schema (config/schema.py) lacks is looked up in this table before the loader falls back to "unknown
 key; did you mean ...":
-- accepted, when every value in `accepted` trains here exactly as verl trains with it (the key picks
-  something hybridrl has only one of, or only changes verl's bookkeeping); the value is then dropped,
-  since no code would read it;
+- accepted, when the value is one of the entry's `accepted` values: those that train here exactly as
+  verl trains with them (the key picks something hybridrl has only one of), or any value for keys
+  that change nothing hybridrl computes (verl's bookkeeping, options of a feature that is off). The
+  value is then dropped, since no code would read it. These keys are not schema fields: a field that
+  cannot take a second value would only lengthen `--help` and every run's config.yaml;
 - otherwise refused, in one line: what the key does in verl, why it is not here, and what to use
   instead.
 The facts come from verl's trainer config (verl/trainer/config/*.yaml, early 2026) and its example
