@@ -412,8 +412,8 @@ _ALGORITHM = [
 
 _TRAINER = [
     _k("trainer.balance_batch", "reorders each batch so every data-parallel rank gets a similar token count "
-       "(speed)", "hybridrl gives each worker consecutive rows; token-balanced micro-batches come with "
-       "actor_rollout_ref.actor.use_dynamic_bsz=true", "remove the key", (False,)),
+       "(speed)", "hybridrl gives each worker consecutive rows, and balances them by tokens across workers with "
+       "actor_rollout_ref.actor.use_dynamic_bsz=true", "remove the key, or set that", (False,)),
     _k("trainer.esi_redundant_time", "saves a checkpoint ahead of an elastic instance's shutdown",
        "hybridrl saves every trainer.save_freq steps", "remove the key", (0,)),
     _k("trainer.val_only", "runs validation once and exits", "hybridrl's trainer always trains",
