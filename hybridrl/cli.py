@@ -17,6 +17,7 @@ from hybridrl.errors import HybridRLError
 def _keys_help(cls) -> str:
     from hybridrl.config.constraints import constraint_help
     from hybridrl.config.loader import field_type, type_name, valid_keys
+    from hybridrl.config.schema import RLConfig
 
     lines = ["config keys (override with key=value):"]
     defaults = cls()  # an instance, so a section's own defaults win (critic.optim.lr is not actor's lr)
@@ -24,6 +25,10 @@ def _keys_help(cls) -> str:
         default = functools.reduce(getattr, key.split("."), defaults)
         kind = f"{type_name(field_type(cls, key))}{constraint_help(f)}"  # e.g. "a number; > 0"
         lines.append(f"  {key} = {default!r}\n      {f.metadata.get('help', '')} ({kind})")
+    if cls is RLConfig:
+        lines.append("verl keys without a field here (e.g. actor_rollout_ref.rollout.mode, *.megatron.*) are accepted "
+                     "where their value trains as hybridrl trains, and otherwise refused saying why and what to use "
+                     "instead: hybridrl/config/verl_key_table.py lists them. Hydra's +key=value and ++key=value work.")
     return "\n".join(lines)
 
 

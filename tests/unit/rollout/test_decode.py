@@ -98,7 +98,7 @@ def test_engine_paths_sample_the_same_tokens(parts, sampling):
 def test_engine_and_log_prob_paths_use_no_deprecated_transformers_api(parts):
     # transformers announces an API's removal with FutureWarning/DeprecationWarning; every run would print it
     from hybridrl.batch import Sequences
-    from hybridrl.models.forward import response_log_probs
+    from hybridrl.models.forward import Layout, response_log_probs
 
     tok, model = parts
     ids, mask = _prompts(tok, ["What is 1+2?"], n=2)
@@ -112,7 +112,7 @@ def test_engine_and_log_prob_paths_use_no_deprecated_transformers_api(parts):
                 out = engine.generate(ids, mask, SamplingParams(max_new_tokens=4), torch.arange(len(ids)))
                 seqs = Sequences(torch.cat([ids, out.response_ids], 1), torch.cat([mask, out.response_mask], 1),
                                  out.response_mask)
-                response_log_probs(model, seqs, share_prompts=share)
+                response_log_probs(model, seqs, layout=Layout(share, packed=lean))  # packing too
 
 
 def test_ignore_eos_generates_every_token():
