@@ -334,8 +334,10 @@ class RewardModelConfig:
     rm_weight: float = doc(1.0, "with a reward model: score = rm_weight * model score + rule_weight * rule score")
     rule_weight: float = doc(0.0, "with a reward model: weight of the rule/custom score (0: rule scorers not called, "
                                   "rows need no ground truth)")
-    num_workers: int = doc(2, "processes that run the rule/custom scorers (0: in the trainer process, no timeout)")
-    timeout_s: float = doc(30.0, "seconds one response's scorer may run before it is stopped and counted as failed")
+    num_workers: int = doc(2, "processes that run the rule/custom scorers (0: in the trainer process, where timeout_s "
+                              "interrupts a scorer by SIGALRM)")
+    timeout_s: float = doc(30.0, "seconds one response's scorer (a batched function: its one call) may run before it is "
+                                 "stopped and counted as failed; a batch ends within ~timeout_s of its first hang")
     on_error: str = doc("raise", "a scorer that raises, times out or returns NaN/inf: raise (stop, naming the sample) "
                                  "| zero (score 0, counted in reward/errors)")
     reward_manager: str = doc("naive", "how the reward function is called: naive (per sample) | batch (once per "
