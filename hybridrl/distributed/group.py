@@ -229,6 +229,9 @@ class PolicyGroup:
     def model_shape(self) -> ModelShape:
         return self.pool.call("policy", "model_shape", [self.pool.actors[0].model_shape.remote()])[0]
 
+    def saved_shapes(self) -> dict[str, tuple[int, ...]]:  # global shapes: rank 0 speaks for all
+        return self.pool.call("policy", "saved_shapes", [self.pool.actors[0].policy_saved_shapes.remote()])[0]
+
     def state_dict(self) -> dict:
         return self.pool.call_all("policy", "state_dict", lambda a: a.policy_state)[0]
 
@@ -273,6 +276,9 @@ class CriticGroup:
 
     def load_pretrained(self, folder: str) -> None:
         self.pool.call_all("critic", "load_pretrained", lambda a: a.critic_load, folder)
+
+    def saved_shapes(self) -> dict[str, tuple[int, ...]]:
+        return self.pool.call("critic", "saved_shapes", [self.pool.actors[0].critic_saved_shapes.remote()])[0]
 
 
 class RewardModelGroup:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 from pathlib import Path
+from typing import Iterator
 
 import torch
 
@@ -31,10 +33,26 @@ def weights_bytes(folder: str) -> int:
     return sum(os.path.getsize(os.path.join(folder, f)) for f in os.listdir(folder) if f.endswith(".safetensors"))
 
 
+@contextlib.contextmanager
+def readable(folder: str) -> Iterator[None]:
+    """A model folder whose files cannot be read (a damaged safetensors header, broken JSON, missing
+    weights, an unknown architecture) is a one-line error naming it, not a library traceback."""
+    from safetensors import SafetensorError
+
+    try:
+        yield
+    except (SafetensorError, OSError, ValueError) as e:
+        first = (str(e).strip().splitlines() or [""])[0][:300]
+        raise HybridRLError(f"cannot load the model in {folder} ({type(e).__name__}: {first}); its files are damaged or "
+                            "it is not a HuggingFace model folder") from None
+
+
 def load_tokenizer(path: str):
     from transformers import AutoTokenizer
 
-    tok = AutoTokenizer.from_pretrained(resolve_model_path(path))
+    folder = resolve_model_path(path)
+    with readable(folder):
+        tok = AutoTokenizer.from_pretrained(folder)
     if tok.pad_token_id is None:  # many base models ship without one; padding is always masked out
         tok.pad_token = tok.eos_token
     if not tok.chat_template:
@@ -45,7 +63,9 @@ def load_tokenizer(path: str):
 def load_causal_lm(path: str, device: str = "cpu", dtype: torch.dtype = torch.float32):
     from transformers import AutoModelForCausalLM
 
-    model = AutoModelForCausalLM.from_pretrained(resolve_model_path(path), dtype=dtype)
+    folder = resolve_model_path(path)
+    with readable(folder):
+        model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype)
     return model.to(device)
 
 
@@ -64,7 +84,8 @@ def load_value_model(path: str, key: str, device: str = "cpu", dtype: torch.dtyp
     try:
         config = AutoConfig.from_pretrained(folder, num_labels=1)
         config.classifier_dropout = 0.0
-        model = AutoModelForTokenClassification.from_pretrained(folder, config=config, dtype=dtype)
+        with readable(folder):
+            model = AutoModelForTokenClassification.from_pretrained(folder, config=config, dtype=dtype)
     except ValueError as e:  # an architecture without a token-classification class
         raise ConfigError(f"{key}={path!r}: cannot build a value model from it ({e})") from e
     finally:
@@ -88,7 +109,8 @@ def load_reward_model(path: str, key: str = "reward_model.model.path", device: s
                           "trained *ForSequenceClassification reward model; its score head would be random")
     if config.num_labels != 1:
         raise ConfigError(f"{key}={path!r} has {config.num_labels} labels; a reward model outputs one scalar (num_labels=1)")
-    model = AutoModelForSequenceClassification.from_pretrained(folder, dtype=dtype)
+    with readable(folder):
+        model = AutoModelForSequenceClassification.from_pretrained(folder, dtype=dtype)
     if not isinstance(getattr(model, "score", None), torch.nn.Module):
         raise ConfigError(f"{key}={path!r}: {archs[0]} has no `score` head; use a decoder reward model "
                           "(Llama, Qwen2, Mistral, GPT-2 ... *ForSequenceClassification)")

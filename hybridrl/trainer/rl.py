@@ -13,6 +13,7 @@ from tqdm import tqdm
 from hybridrl.algos.advantages import ADV_ESTIMATORS, AdvantageInputs
 from hybridrl.algos.kl_ctrl import apply_kl_penalty
 from hybridrl.batch import TrainBatch
+from hybridrl.interrupt import StoppedEarly, graceful
 from hybridrl.rewards.manager import on_last_token
 from hybridrl.trainer.build import RLRun
 from hybridrl.trainer.checkpoint import prune, restore, save_checkpoint
@@ -64,6 +65,8 @@ class RLTrainer:
                 self.r.workers.close()
             else:
                 self.r.policy.close()  # the rollout engine's own processes (vllm)
+            if self.r.lock is not None:
+                self.r.lock.release()  # last: the folder is free once nothing writes to it
 
     def _fit(self) -> RunSummary:
         r, wall, cpu = self.r, time.perf_counter(), time.process_time()
@@ -83,22 +86,28 @@ class RLTrainer:
             r.tracker.log(before, step=0)
         after = before
         test_freq = r.loop.test_freq
-        for step in tqdm(range(first, r.total_steps + 1), desc="training", unit="step", dynamic_ncols=True,
-                         initial=first - 1, total=r.total_steps):
-            metrics = self.train_step(step)
-            last = step == r.total_steps
-            if r.val_data is not None and (last or (test_freq > 0 and step % test_freq == 0)):
-                with timed(metrics, "testing"):
-                    after = self.validate(step)
-                metrics.update(after)
-            r.tracker.log(metrics, step)
-            if r.checkpointing.due(step, last):  # after logging: a checkpoint's steps are all in metrics.jsonl
-                start = time.perf_counter()
-                path = save_checkpoint(r, step)
-                prune(r.run_dir, r.checkpointing.keep_actor, r.checkpointing.keep_critic)
-                self.log(f"saved {path} ({time.perf_counter() - start:.1f}s)")
+        with graceful("the current step") as stop:  # Ctrl-C / SIGTERM: end after a whole step, with a checkpoint
+            for step in tqdm(range(first, r.total_steps + 1), desc="training", unit="step", dynamic_ncols=True,
+                             initial=first - 1, total=r.total_steps):
+                metrics = self.train_step(step)
+                last = step == r.total_steps
+                if r.val_data is not None and (last or (test_freq > 0 and step % test_freq == 0)):
+                    with timed(metrics, "testing"):
+                        after = self.validate(step)
+                    metrics.update(after)
+                r.tracker.log(metrics, step)
+                if r.checkpointing.due(step, last or stop.requested):  # after logging: its steps are in metrics.jsonl
+                    self.save(step)
+                if stop.requested and not last:
+                    raise StoppedEarly(step, stop.signal_name, r.run_dir if r.checkpointing.save_freq != 0 else None)
         return RunSummary(r.total_steps - first + 1, mean_val_score(before), mean_val_score(after),
                           time.perf_counter() - wall, time.process_time() - cpu, r.total_steps)
+
+    def save(self, step: int) -> None:
+        r, start = self.r, time.perf_counter()
+        path = save_checkpoint(r, step)
+        prune(r.run_dir, r.checkpointing.keep_actor, r.checkpointing.keep_critic)
+        self.log(f"saved {path} ({time.perf_counter() - start:.1f}s)")
 
     def train_step(self, step: int) -> dict[str, float]:
         r, s, m = self.r, self.r.loop, {}

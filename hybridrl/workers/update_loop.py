@@ -89,6 +89,17 @@ class UpdatingWorker(Generic[B]):
         if self.sharding.dp.rank == 0:
             self.module.save_pretrained(folder, state_dict=state)
 
+    def saved_shapes(self) -> dict[str, tuple[int, ...]]:
+        """{name: shape} of the tensors save_pretrained writes (a LoRA module: its adapter's), read from
+        the module without gathering shards (a DTensor's shape is the global one); for resume checks."""
+        if is_lora(self.module):
+            from peft import get_peft_model_state_dict
+
+            state = get_peft_model_state_dict(self.module)
+        else:
+            state = self.module.state_dict()
+        return {name: tuple(t.shape) for name, t in state.items()}
+
     def load_pretrained(self, folder: str) -> None:
         """Weights from a save_pretrained folder (with LoRA its adapter folder), into the module the
         optimizer already holds."""
