@@ -170,6 +170,23 @@ def handling_signals(hard_exit_allowed: bool = True) -> Iterator[None]:
 
 
 @contextlib.contextmanager
+def failing_after(stop: StopRequest, step: int) -> Iterator[None]:
+    """A step that fails once a stop was asked for is reported as the interrupt it most likely is: the
+    terminal sends Ctrl-C to the whole process group, and a child process with its own SIGINT handler
+    (vLLM's engine workers: they are spawned, so no inherited mask keeps it from them) ends with it.
+    Then there is no whole step to save: stop at once, one line, with the failure's own words."""
+    try:
+        yield
+    except Exception as e:
+        if not stop.requested:
+            raise
+        first = (str(e).strip().splitlines() or [""])[0][:200]
+        raise Interrupted(f"interrupted during step {step} ({stop.signal_name}); the step failed meanwhile "
+                          f"({type(e).__name__}: {first}), most likely because a process of the run (the vLLM engine) "
+                          "got the Ctrl-C too") from None
+
+
+@contextlib.contextmanager
 def graceful(what: str = "the current step") -> Iterator[StopRequest]:
     """Inside the block the first signal only sets the returned request's `signal_name`; the loop
     checks `requested` at its safe points. Without `handling_signals` around it (a library caller)

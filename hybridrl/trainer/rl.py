@@ -13,7 +13,7 @@ from tqdm import tqdm
 from hybridrl.algos.advantages import ADV_ESTIMATORS, AdvantageInputs
 from hybridrl.algos.kl_ctrl import apply_kl_penalty
 from hybridrl.batch import TrainBatch
-from hybridrl.interrupt import StoppedEarly, graceful
+from hybridrl.interrupt import StoppedEarly, failing_after, graceful
 from hybridrl.rewards.manager import on_last_token
 from hybridrl.trainer.build import RLRun
 from hybridrl.trainer.checkpoint import prune, restore, save_checkpoint
@@ -89,12 +89,13 @@ class RLTrainer:
         with graceful("the current step") as stop:  # Ctrl-C / SIGTERM: end after a whole step, with a checkpoint
             for step in tqdm(range(first, r.total_steps + 1), desc="training", unit="step", dynamic_ncols=True,
                              initial=first - 1, total=r.total_steps):
-                metrics = self.train_step(step)
                 last = step == r.total_steps
-                if r.val_data is not None and (last or (test_freq > 0 and step % test_freq == 0)):
-                    with timed(metrics, "testing"):
-                        after = self.validate(step)
-                    metrics.update(after)
+                with failing_after(stop, step):  # a child process that took the Ctrl-C too fails the step
+                    metrics = self.train_step(step)
+                    if r.val_data is not None and (last or (test_freq > 0 and step % test_freq == 0)):
+                        with timed(metrics, "testing"):
+                            after = self.validate(step)
+                        metrics.update(after)
                 r.tracker.log(metrics, step)
                 if r.checkpointing.due(step, last or stop.requested):  # after logging: its steps are in metrics.jsonl
                     self.save(step)

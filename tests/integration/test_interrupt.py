@@ -172,3 +172,34 @@ def test_sft_ctrl_c_saves_the_model_so_far(random_model_dir, arith_data, tmp_pat
     assert f"hybridrl sft: interrupted at step {step} (SIGINT); the model so far is in {folder}" in err
     assert actor_folder(str(folder)) == str(folder)  # whole, its checksums verified
     AutoModelForCausalLM.from_pretrained(folder)
+
+
+def test_serve_and_eval_end_on_ctrl_c_without_a_traceback(arith_data, tmp_path):
+    import socket
+
+    import httpx
+
+    pytest.importorskip("uvicorn")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = start("serve", ["tiny-arith", "--engine", "hf", "--port", str(port), "--log-level", "warning"])
+    deadline = time.time() + 240
+    while True:
+        assert proc.poll() is None and time.time() < deadline, proc.communicate()
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).status_code == 200:
+                break
+        except httpx.TransportError:
+            time.sleep(0.3)
+    ctrl_c(proc)  # uvicorn shuts down, then hands the signal back to hybridrl's handler
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and "Traceback" not in out + err, err
+    assert err.strip().splitlines()[-1] == "hybridrl serve: interrupted (SIGINT)"
+
+    proc = start("eval", ["--model", "tiny-arith", "--data", arith_data["train"], "--n", "8"])  # 300 prompts: long
+    time.sleep(8)
+    ctrl_c(proc)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and "Traceback" not in out + err, err
+    assert err.strip().splitlines()[-1] == "hybridrl eval: interrupted (SIGINT)"

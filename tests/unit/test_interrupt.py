@@ -83,3 +83,21 @@ def test_descendants_finds_children_and_grandchildren(monkeypatch, use_psutil):
     finally:
         child.kill()
         child.wait()
+
+
+def test_a_step_that_fails_after_a_stop_was_asked_is_the_interrupt():
+    """vLLM's engine workers take the terminal's Ctrl-C too and die: the step in progress fails."""
+    from hybridrl.interrupt import failing_after
+
+    with handling_signals(hard_exit_allowed=False):
+        with graceful() as stop:
+            with pytest.raises(RuntimeError, match="a bug"):  # no stop asked: a failure is a failure
+                with failing_after(stop, 3):
+                    raise RuntimeError("a bug")
+            send(signal.SIGINT)
+            with pytest.raises(Interrupted) as e:
+                with failing_after(stop, 4):
+                    raise RuntimeError("EngineCore encountered an issue.\nSee stack trace")
+    assert e.value.message == ("interrupted during step 4 (SIGINT); the step failed meanwhile (RuntimeError: EngineCore "
+                               "encountered an issue.), most likely because a process of the run (the vLLM engine) got "
+                               "the Ctrl-C too")
