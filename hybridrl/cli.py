@@ -11,7 +11,7 @@ import functools
 import sys
 
 from hybridrl.errors import HybridRLError
-from hybridrl.interrupt import EXIT_CODE, Interrupted, StoppedEarly, handling_signals, kill_descendants
+from hybridrl.interrupt import EXIT_CODE, Interrupted, StoppedEarly, handling_signals, kill_descendants, stopping
 
 
 def _keys_help(cls) -> str:
@@ -322,4 +322,10 @@ def main(argv: list[str] | None = None) -> int:
         except (Interrupted, KeyboardInterrupt) as e:
             kill_descendants()  # anything the command's cleanup left behind goes with it
             print(f"{name}: {getattr(e, 'message', None) or 'interrupted'}", file=sys.stderr)
+            return EXIT_CODE
+        except Exception:
+            if not stopping():  # a bug: its traceback is what a report needs
+                raise
+            kill_descendants()  # the stop-at-once, turned into another error by a C extension on its way
+            print(f"{name}: interrupted", file=sys.stderr)
             return EXIT_CODE

@@ -107,6 +107,12 @@ def descendants(root: Optional[int] = None) -> list[int]:
     return found
 
 
+def stopping() -> bool:
+    """An Interrupted was raised: whatever fails from now on fails because the process is on its way out
+    (a C extension may turn the Interrupted into an error of its own, e.g. Ray's SystemError)."""
+    return _state.stopping
+
+
 def kill_descendants(root: Optional[int] = None) -> None:
     """SIGKILL every descendant process of `root` (default: this one): what an interrupted command's
     cleanup left behind."""
@@ -180,10 +186,13 @@ def failing_after(stop: StopRequest, step: int) -> Iterator[None]:
     except Exception as e:
         if not stop.requested:
             raise
+        if _state.stopping or isinstance(e.__context__, Interrupted):
+            # the second signal's Interrupted, which a C extension (Ray's wait) turned into another error
+            raise Interrupted(f"interrupted ({stop.signal_name} again)") from None
         first = (str(e).strip().splitlines() or [""])[0][:200]
         raise Interrupted(f"interrupted during step {step} ({stop.signal_name}); the step failed meanwhile "
-                          f"({type(e).__name__}: {first}), most likely because a process of the run (the vLLM engine) "
-                          "got the Ctrl-C too") from None
+                          f"({type(e).__name__}: {first}), most likely because a process of the run got the Ctrl-C "
+                          "too (vLLM's engine does)") from None
 
 
 @contextlib.contextmanager

@@ -203,3 +203,31 @@ def test_serve_and_eval_end_on_ctrl_c_without_a_traceback(arith_data, tmp_path):
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130 and "Traceback" not in out + err, err
     assert err.strip().splitlines()[-1] == "hybridrl eval: interrupted (SIGINT)"
+
+
+@pytest.mark.parametrize("signals", [1, 2], ids=["ctrl_c", "ctrl_c_twice"])
+def test_ray_runs_stop_on_ctrl_c_and_take_their_cluster_with_them(arith_data, tmp_path, signals):
+    """Ray's workers live in sessions of their own (the terminal's Ctrl-C does not reach them): the driver
+    saves through them, then ends them and the Ray processes it started; twice: stops at once."""
+    pytest.importorskip("ray")
+    run = tmp_path / "run"
+    env = {**ENV, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_AUTH_MODE": "disabled"}
+    proc = subprocess.Popen([sys.executable, "-m", "hybridrl", "train",
+                             *overrides(arith_data, run, 50, "trainer.backend=ray", "trainer.n_gpus_per_node=2",
+                                        "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=8",
+                                        "trainer.val_before_train=false")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, start_new_session=True)
+    wait_for_steps(proc, run / "metrics.jsonl", 1)
+    ray_processes = descendants(proc.pid)  # raylet, GCS, the two workers ...
+    for _ in range(signals):
+        ctrl_c(proc)
+        time.sleep(0.3)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130 and "Traceback" not in out + err, err
+    last = err.strip().splitlines()[-1]
+    if signals == 1:
+        step = int(last.split("interrupted at step ")[1].split(" ")[0])
+        assert checkpoint.problem_of(str(run / f"global_step_{step}"), verify="") is None
+    else:
+        assert last.startswith("hybridrl train: interrupted (SIGINT again)"), last
+    assert len(ray_processes) >= 4 and not alive(ray_processes)

@@ -99,5 +99,20 @@ def test_a_step_that_fails_after_a_stop_was_asked_is_the_interrupt():
                 with failing_after(stop, 4):
                     raise RuntimeError("EngineCore encountered an issue.\nSee stack trace")
     assert e.value.message == ("interrupted during step 4 (SIGINT); the step failed meanwhile (RuntimeError: EngineCore "
-                               "encountered an issue.), most likely because a process of the run (the vLLM engine) got "
-                               "the Ctrl-C too")
+                               "encountered an issue.), most likely because a process of the run got the Ctrl-C too "
+                               "(vLLM's engine does)")
+
+
+def test_a_second_signal_that_a_c_extension_turned_into_another_error_is_still_the_stop():
+    """Ray's Cython wait turns an exception raised by a signal handler into a SystemError."""
+    from hybridrl.interrupt import failing_after
+
+    with handling_signals(hard_exit_allowed=False):
+        with graceful() as stop:
+            send(signal.SIGINT)
+            with pytest.raises(Interrupted, match=r"^interrupted \(SIGINT again\)$"):
+                with failing_after(stop, 4):
+                    try:
+                        send(signal.SIGINT)
+                    except Interrupted:
+                        raise SystemError("<cyfunction CoreWorker.wait> returned a result with an exception set")
