@@ -96,13 +96,15 @@ def resume_point(cfg: RLConfig, log=print) -> Optional[ResumePoint]:
     config that would compute something else."""
     tr = cfg.trainer
     point = find_resume_point(tr.resume_mode, tr.default_local_dir, tr.resume_from_path, log)
-    if point is not None and not tr.resume_allow_config_change:
-        changes = config_changes(os.path.join(point.path, "config.yaml"), cfg)
-        if changes:
-            raise ConfigError(
-                f"{point.path} was written with a different config: {'; '.join(changes)}. Resume with the same "
-                "values, set trainer.resume_allow_config_change=true to continue anyway, or trainer.resume_mode=disable "
-                "to start over")
+    changes = config_changes(os.path.join(point.path, "config.yaml"), cfg) if point is not None else []
+    if changes and tr.resume_allow_config_change:  # they take effect (the optimizer's too): say which
+        log(f"note: resuming {point.path} with a changed config (trainer.resume_allow_config_change=true): "
+            f"{'; '.join(changes)}")
+    elif changes:
+        raise ConfigError(
+            f"{point.path} was written with a different config: {'; '.join(changes)}. Resume with the same "
+            "values, set trainer.resume_allow_config_change=true to continue anyway, or trainer.resume_mode=disable "
+            "to start over")
     return point
 
 

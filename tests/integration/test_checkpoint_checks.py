@@ -90,3 +90,19 @@ def test_resuming_with_another_model_is_refused_before_anything_is_written(arith
     assert out.returncode == 2 and "Traceback" not in out.stderr
     assert out.stderr.strip().splitlines()[-1].startswith("hybridrl train: error: ")  # one line (after load progress bars)
     assert snapshot(run) == before
+
+
+def test_a_changed_learning_rate_takes_effect_on_an_allowed_resume(arith_data, tmp_path):
+    """torch's load_state_dict restores the saved lr, betas and weight decay: an allowed lr change was
+    silently ignored (a sibling of issue #22's resume faults)."""
+    from run_helpers import metrics
+
+    run = tmp_path / "run"
+    train(overrides(arith_data, run, 2, "actor_rollout_ref.actor.optim.lr=1e-3"))
+    lines = []
+    train(overrides(arith_data, run, 4, "actor_rollout_ref.actor.optim.lr=3e-4", "trainer.resume_allow_config_change=true"),
+          log=lines.append)
+    assert any(line.startswith(f"note: resuming {run}/global_step_2 with a changed config (trainer.resume_allow_config_"
+                               "change=true): actor_rollout_ref.actor.optim.lr: 0.001 -> 0.0003") for line in lines)
+    assert [(r["step"], r.get("actor/lr")) for r in metrics(run)] == [(0, None), (1, 1e-3), (2, 1e-3), (3, 3e-4),
+                                                                      (4, 3e-4)]
