@@ -46,7 +46,8 @@ class StoppedEarly(Interrupted):
         if run_dir is None:
             then = "nothing was saved (saving is off), so the next run starts over"
         elif resumes:
-            then = f"checkpoint saved in {os.path.join(run_dir, f'global_step_{step}')} — run the same command to resume"
+            folder = os.path.join(run_dir, f"global_step_{step}")
+            then = f"checkpoint saved in {folder} — run the same command to resume"
         else:
             then = f"the model so far is in {os.path.join(run_dir, f'global_step_{step}')}"
         super().__init__(f"interrupted at step {step} ({signal_name}); {then}")

@@ -179,8 +179,8 @@ class WorkerPool:
         culprit = (f"; rank(s) {silent} do not respond at all: the likely cause" if silent and len(silent) < len(asked)
                    else "")
         return WorkerError(f"{role}.{method} did not finish on rank(s) {stuck} of {self.world}{self._where()} within "
-                           f"trainer.worker_timeout_s={self.timeout_s:g}s{culprit}; the run stops (raise the timeout if "
-                           "the step is just slow; a rank waiting in a collective waits for another one)\n"
+                           f"trainer.worker_timeout_s={self.timeout_s:g}s{culprit}; the run stops (raise the timeout "
+                           "if the step is just slow; a rank waiting in a collective waits for another one)\n"
                            + "\n".join(stacks))
 
     def close(self) -> None:

@@ -34,7 +34,7 @@ import torch
 from omegaconf import OmegaConf
 
 from hybridrl.errors import ConfigError, HybridRLError
-from hybridrl.trainer.manifest import MANIFEST, drop_from_manifest, problem_of, unchecked_note, write_manifest
+from hybridrl.trainer.manifest import drop_from_manifest, problem_of, unchecked_note, write_manifest
 from hybridrl.trainer.runlock import not_writable
 
 LATEST = "latest_checkpointed_iteration.txt"
@@ -247,8 +247,9 @@ def find_resume_point(mode: str, root: str, resume_from_path: Optional[str], log
         damaged.append(f"{found[step]}: {problem}")
         log(f"WARNING: skipping {found[step]}: {problem}; trying the checkpoint before it")
     if damaged:
-        raise HybridRLError(f"every checkpoint in {root} is damaged ({'; '.join(damaged)}); restore them from a copy, or "
-                            "set trainer.resume_mode=disable to start over (or choose another trainer.default_local_dir)")
+        raise HybridRLError(f"every checkpoint in {root} is damaged ({'; '.join(damaged)}); restore them from a "
+                            "copy, or set trainer.resume_mode=disable to start over (or choose another "
+                            "trainer.default_local_dir)")
     return None
 
 
@@ -270,8 +271,8 @@ def restore(run, point: ResumePoint) -> None:
         raise
     except (OSError, ValueError, KeyError, TypeError, RuntimeError, SafetensorError, pickle.UnpicklingError) as e:
         first = (str(e).strip().splitlines() or [""])[0][:300]
-        raise HybridRLError(f"resuming from {point.path} failed ({type(e).__name__}: {first}); it was written by another "
-                            "config or is damaged: resume with the config that wrote it, or set "
+        raise HybridRLError(f"resuming from {point.path} failed ({type(e).__name__}: {first}); it was written by "
+                            "another config or is damaged: resume with the config that wrote it, or set "
                             "trainer.resume_mode=disable to start over") from e
 
 

@@ -139,3 +139,24 @@ def test_a_failed_save_names_its_real_cause(tmp_path, code, says):
     if code != errno.ENOSPC:
         assert "disk space" not in str(e.value)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["global_step_2"]  # no temporary folder left
+
+
+def test_sft_final_model_carries_a_manifest_of_its_own_files(tmp_path, random_model_dir):
+    """hybridrl sft writes its final model into the run folder itself: eval/serve/export verify it."""
+    from hybridrl.models.loading import load_causal_lm, load_tokenizer
+    from hybridrl.trainer.sft import save_final, save_step
+
+    root = tmp_path / "sft"
+    root.mkdir()
+    (root / "metrics.jsonl").write_text('{"step": 1}\n')
+    model, tok = load_causal_lm(random_model_dir), load_tokenizer(random_model_dir)
+    step = save_step(model, tok, str(root), 1)
+    save_final(model, tok, str(root))
+    files = set(read_manifest(str(root)).files)
+    assert "model.safetensors" in files and "config.json" in files
+    assert not any(f.startswith("global_step_") or f == "metrics.jsonl" for f in files)  # the model's files only
+    assert actor_folder(str(root)) == str(root) and actor_folder(step) == step
+    assert not [p for p in os.listdir(root) if p.startswith(".tmp")]
+    zero_header(root / "model.safetensors")
+    with pytest.raises(DamagedCheckpoint, match=r"sft is not a usable checkpoint: model\.safetensors does not match"):
+        actor_folder(str(root))
