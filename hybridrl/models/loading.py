@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Iterator
 
 import torch
+from safetensors import SafetensorError
 
 from hybridrl.errors import ConfigError, HybridRLError
 
@@ -37,14 +38,31 @@ def weights_bytes(folder: str) -> int:
 def readable(folder: str) -> Iterator[None]:
     """A model folder whose files cannot be read (a damaged safetensors header, broken JSON, missing
     weights, an unknown architecture) is a one-line error naming it, not a library traceback."""
-    from safetensors import SafetensorError
-
     try:
         yield
     except (SafetensorError, OSError, ValueError) as e:
-        first = (str(e).strip().splitlines() or [""])[0][:300]
-        raise HybridRLError(f"cannot load the model in {folder} ({type(e).__name__}: {first}); its files are damaged or "
-                            "it is not a HuggingFace model folder") from None
+        raise readable_error(folder, e) from None
+
+
+def readable_error(folder: str, e: Exception) -> HybridRLError:
+    first = (str(e).strip().splitlines() or [""])[0][:300]
+    return HybridRLError(f"cannot load the model in {folder} ({type(e).__name__}: {first}); its files are damaged or "
+                         "it is not a HuggingFace model folder")
+
+
+@contextlib.contextmanager
+def quiet_loading() -> Iterator[None]:
+    """transformers' own progress bars ("Loading weights") off while a model loads: they repeat on every
+    load, land in logs as carriage-return lines, and hybridrl shows what phase runs itself (progress.py)."""
+    from transformers.utils import logging as hf_logging
+
+    was_on = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was_on:
+            hf_logging.enable_progress_bar()
 
 
 def load_tokenizer(path: str):
@@ -64,7 +82,7 @@ def load_causal_lm(path: str, device: str = "cpu", dtype: torch.dtype = torch.fl
     from transformers import AutoModelForCausalLM
 
     folder = resolve_model_path(path)
-    with readable(folder):
+    with readable(folder), quiet_loading():
         model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype)
     return model.to(device)
 
@@ -84,10 +102,12 @@ def load_value_model(path: str, key: str, device: str = "cpu", dtype: torch.dtyp
     try:
         config = AutoConfig.from_pretrained(folder, num_labels=1)
         config.classifier_dropout = 0.0
-        with readable(folder):
+        with quiet_loading():
             model = AutoModelForTokenClassification.from_pretrained(folder, config=config, dtype=dtype)
     except ValueError as e:  # an architecture without a token-classification class
         raise ConfigError(f"{key}={path!r}: cannot build a value model from it ({e})") from e
+    except (OSError, SafetensorError) as e:  # damaged or missing files
+        raise readable_error(folder, e) from None
     finally:
         hf_logging.set_verbosity(verbosity)
     return model.to(device)
@@ -109,7 +129,7 @@ def load_reward_model(path: str, key: str = "reward_model.model.path", device: s
                           "trained *ForSequenceClassification reward model; its score head would be random")
     if config.num_labels != 1:
         raise ConfigError(f"{key}={path!r} has {config.num_labels} labels; a reward model outputs one scalar (num_labels=1)")
-    with readable(folder):
+    with readable(folder), quiet_loading():
         model = AutoModelForSequenceClassification.from_pretrained(folder, dtype=dtype)
     if not isinstance(getattr(model, "score", None), torch.nn.Module):
         raise ConfigError(f"{key}={path!r}: {archs[0]} has no `score` head; use a decoder reward model "

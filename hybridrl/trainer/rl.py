@@ -8,8 +8,7 @@ import time
 from dataclasses import dataclass
 from typing import Optional
 
-from tqdm import tqdm
-
+from hybridrl import progress
 from hybridrl.algos.advantages import ADV_ESTIMATORS, AdvantageInputs
 from hybridrl.algos.kl_ctrl import apply_kl_penalty
 from hybridrl.batch import TrainBatch
@@ -19,6 +18,7 @@ from hybridrl.trainer.build import RLRun
 from hybridrl.trainer.checkpoint import prune, restore, save_checkpoint
 from hybridrl.trainer.collect import collect_rollout, greedy_baseline
 from hybridrl.trainer.generations import dump_rows, generation_rows
+from hybridrl.trainer.learning_signal import ZeroSignalWatch
 from hybridrl.trainer.metrics import (
     actor_mfu,
     data_metrics,
@@ -47,17 +47,21 @@ class RunSummary:
                    f"({100 * (self.val_after - self.val_before):+.1f} points)")
         elif self.val_after is not None:
             acc = f"validation accuracy {self.val_after:.1%}"
+        elif self.val_before is not None:
+            acc = f"validation accuracy {self.val_before:.1%} before training, none after (trainer.test_freq <= 0)"
         return f"done: {self.steps} steps (at step {self.last_step}), {acc}, wall {self.wall_s:.0f}s (cpu {self.cpu_s:.0f}s)"
 
 
 class RLTrainer:
-    def __init__(self, run: RLRun, log=tqdm.write):
+    def __init__(self, run: RLRun, log=progress.write):
         self.r, self.log = run, log
         self.estimator = ADV_ESTIMATORS.entry(run.loop.adv_estimator)
+        self.signal = ZeroSignalWatch.of_run(run, self.estimator)
 
     def fit(self) -> RunSummary:
         try:
-            return self._fit()
+            with progress.reporting() as shown:
+                return self._fit(shown)
         finally:  # the scoring processes, loggers and worker processes, also when a step raises
             self.r.reward.close()
             self.r.tracker.close()
@@ -68,7 +72,7 @@ class RLTrainer:
             if self.r.lock is not None:
                 self.r.lock.release()  # last: the folder is free once nothing writes to it
 
-    def _fit(self) -> RunSummary:
+    def _fit(self, shown: progress.Reporter) -> RunSummary:
         r, wall, cpu = self.r, time.perf_counter(), time.process_time()
         first = 1
         if r.resume is not None:
@@ -84,19 +88,20 @@ class RLTrainer:
         before = self.validate(step=0) if r.loop.val_before_train and r.resume is None else {}
         if before:
             r.tracker.log(before, step=0)
-        after = before
-        test_freq = r.loop.test_freq
+        after, test_freq = {}, r.loop.test_freq
         with graceful("the current step") as stop:  # Ctrl-C / SIGTERM: end after a whole step, with a checkpoint
-            for step in tqdm(range(first, r.total_steps + 1), desc="training", unit="step", dynamic_ncols=True,
-                             initial=first - 1, total=r.total_steps):
+            for step in shown.steps(first, r.total_steps):
                 last = step == r.total_steps
                 with failing_after(stop, step):  # a child process that took the Ctrl-C too fails the step
                     metrics = self.train_step(step)
-                    if r.val_data is not None and (last or (test_freq > 0 and step % test_freq == 0)):
+                    # as verl: every test_freq steps and at the last; test_freq <= 0 never (val_before_train aside)
+                    if r.val_data is not None and test_freq > 0 and (last or step % test_freq == 0):
                         with timed(metrics, "testing"):
                             after = self.validate(step)
                         metrics.update(after)
                 r.tracker.log(metrics, step)
+                if (warning := self.signal.observe(metrics)) is not None:  # after the step's line, which it explains
+                    self.log(warning)
                 if r.checkpointing.due(step, last or stop.requested):  # after logging: its steps are in metrics.jsonl
                     self.save(step)
                 if stop.requested and not last:
@@ -106,8 +111,9 @@ class RLTrainer:
 
     def save(self, step: int) -> None:
         r, start = self.r, time.perf_counter()
-        path = save_checkpoint(r, step)
-        prune(r.run_dir, r.checkpointing.keep_actor, r.checkpointing.keep_critic)
+        with progress.phase("save_checkpoint"):
+            path = save_checkpoint(r, step)
+            prune(r.run_dir, r.checkpointing.keep_actor, r.checkpointing.keep_critic)
         self.log(f"saved {path} ({time.perf_counter() - start:.1f}s)")
 
     def train_step(self, step: int) -> dict[str, float]:

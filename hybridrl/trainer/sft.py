@@ -11,8 +11,8 @@ from typing import Callable
 
 import torch
 from omegaconf import OmegaConf
-from tqdm import tqdm
 
+from hybridrl import progress
 from hybridrl.batch import split
 from hybridrl.config.plan import total_training_steps
 from hybridrl.config.sft import SFTConfig
@@ -85,7 +85,7 @@ class _Parts:
     total: int
 
 
-def run_sft(cfg: SFTConfig, log=tqdm.write) -> dict[str, float]:
+def run_sft(cfg: SFTConfig, log=progress.write) -> dict[str, float]:
     """Train, save the final model into trainer.default_local_dir; the last metrics. Holds the folder's lock
     throughout; Ctrl-C/SIGTERM ends after the current step with its model saved (global_step_<N>)."""
     d, tr = cfg.data, cfg.trainer
@@ -114,10 +114,12 @@ def run_sft(cfg: SFTConfig, log=tqdm.write) -> dict[str, float]:
 def _build(cfg: SFTConfig, log) -> _Parts:
     d, o, tr = cfg.data, cfg.optim, cfg.trainer
     torch.manual_seed(tr.seed)
-    tokenizer = load_tokenizer(cfg.model.partial_pretrain)
-    model = load_causal_lm(cfg.model.partial_pretrain)
-    train = SFTDataset(d.train_files, tokenizer, d.prompt_key, d.response_key, d.max_length, "data.train_files")
-    val_rl = RLDataset(d.val_files, tokenizer, d.prompt_key, d.max_length, key="data.val_files") if d.val_files else None
+    with progress.phase("setup"):  # shown when the command runs under progress.reporting() (cli.cmd_sft)
+        tokenizer = load_tokenizer(cfg.model.partial_pretrain)
+        model = load_causal_lm(cfg.model.partial_pretrain)
+        train = SFTDataset(d.train_files, tokenizer, d.prompt_key, d.response_key, d.max_length, "data.train_files")
+        val_rl = (RLDataset(d.val_files, tokenizer, d.prompt_key, d.max_length, key="data.val_files")
+                  if d.val_files else None)
     total = total_training_steps(len(train), d.train_batch_size, tr.total_epochs, tr.total_training_steps)
     optimizer, scheduler = build_optimizer(model.parameters(), o.lr, o.weight_decay, o.betas,
                                            warmup_steps_of(o.lr_warmup_steps, o.warmup_steps_ratio, total), total,
@@ -138,8 +140,8 @@ def _build(cfg: SFTConfig, log) -> _Parts:
 
 def _loop(cfg: SFTConfig, p: _Parts) -> dict[str, float]:
     d, tr, metrics = cfg.data, cfg.trainer, {}
-    with graceful("the current step") as stop:  # Ctrl-C / SIGTERM: end after a whole step, its model saved
-        for step in tqdm(range(1, p.total + 1), desc="sft", unit="step", dynamic_ncols=True):
+    with progress.reporting() as shown, graceful("the current step") as stop:  # stop: after a whole step, saved
+        for step in shown.steps(1, p.total, desc="sft"):
             batch = p.train.collate(p.sampler.next_batch(), p.tokenizer.pad_token_id)
             num_tokens = float(batch.loss_mask[:, 1:].sum())
             p.optimizer.zero_grad(set_to_none=True)
