@@ -114,6 +114,10 @@ class FaultyWorker(RoleWorker):
         if self.rank == 1 and self.FAULT != "none":
             if self.FAULT == "raise":
                 raise ValueError("boom in rank 1")
+            if self.FAULT == "user_error":  # an error the user can fix, raised in a worker: its one line
+                from hybridrl.errors import HybridRLError
+
+                raise HybridRLError("actor_rollout_ref.x=1 is wrong; set it to 2")
             if self.FAULT == "die":
                 os._exit(3)
             if self.FAULT == "slow":
@@ -138,6 +142,7 @@ def faulty_roles(arith_data, tmp_path, fault: str, timeout_s: float) -> RayRoles
 @pytest.mark.parametrize("fault, message", [
     ("raise", r"policy\.update raised on rank 1 of 2:(.|\n)*ValueError: boom in rank 1"),
     ("die", r"policy\.update: the worker of rank 1 of 2 died"),
+    ("user_error", r"^policy\.update on rank 1 of 2: actor_rollout_ref\.x=1 is wrong; set it to 2$"),
     # rank 0 waits in the gradient all-reduce for rank 1: both are stuck, rank 1's stack shows why
     ("hang", r"policy\.update did not finish on rank\(s\) \[0, 1\] of 2 within trainer\.worker_timeout_s=20s(.|\n)*"
              r"stack of rank 0(.|\n)*policy_update(.|\n)*stack of rank 1(.|\n)*time\.sleep\(3600\)"),
