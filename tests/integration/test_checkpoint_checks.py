@@ -106,3 +106,24 @@ def test_a_changed_learning_rate_takes_effect_on_an_allowed_resume(arith_data, t
                                "change=true): actor_rollout_ref.actor.optim.lr: 0.001 -> 0.0003") for line in lines)
     assert [(r["step"], r.get("actor/lr")) for r in metrics(run)] == [(0, None), (1, 1e-3), (2, 1e-3), (3, 3e-4),
                                                                       (4, 3e-4)]
+
+
+def test_a_damaged_checkpoint_without_checksums_fails_to_resume_in_one_line(arith_data, tmp_path):
+    """An older checkpoint (sizes only in its manifest) whose optimizer state was damaged at its size:
+    the load fails, and says where, not with torch's traceback."""
+    import json
+
+    from hybridrl.errors import HybridRLError
+
+    run = tmp_path / "run"
+    train(overrides(arith_data, run, 2))
+    folder = run / "global_step_2"
+    manifest = json.loads((folder / "checkpoint.json").read_text())
+    (folder / "checkpoint.json").write_text(json.dumps({"step": 2, "files": {k: v["size"] for k, v in
+                                                                               manifest["files"].items()}}))
+    zero_header(folder / "actor_state.pt")
+    lines = []
+    with pytest.raises(HybridRLError, match=rf"^resuming from {folder} failed \((UnpicklingError|RuntimeError): .*\); it "
+                                            r"was written by another config or is damaged: .*trainer\.resume_mode=disable"):
+        train(overrides(arith_data, run, 4), log=lines.append)
+    assert f"note: {folder} has no checksums (written by an older hybridrl); its files were checked by size only" in lines
