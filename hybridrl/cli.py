@@ -12,6 +12,7 @@ import sys
 
 from hybridrl import progress
 from hybridrl.errors import HybridRLError
+from hybridrl.interrupt import EXIT_CODE, Interrupted, StoppedEarly, handling_signals, kill_descendants, stopping
 
 
 def _keys_help(cls) -> str:
@@ -168,12 +169,28 @@ def cmd_train(args) -> None:
 
     cfg, plan = load_rl_config(args.config, args.overrides)  # every config problem at once
     print(plan.describe(), flush=True)
-    with progress.reporting() as shown:  # from here on, what runs is shown (hybridrl/progress.py)
-        with progress.phase("setup"):  # tokenizing the data, loading the models, starting workers or engines
-            run = build_run(cfg, plan, log=shown.write)
-        shown.write(f"{len(run.train_data)} training prompts, {run.total_steps} steps; run folder {run.run_dir}")
-        summary = RLTrainer(run).fit()
+    try:
+        with progress.reporting() as shown:  # from here on, what runs is shown (hybridrl/progress.py)
+            with progress.phase("setup"):  # tokenizing the data, loading the models, starting workers or engines
+                run = build_run(cfg, plan, log=shown.write)
+            shown.write(f"{len(run.train_data)} training prompts, {run.total_steps} steps; run folder {run.run_dir}")
+            summary = RLTrainer(run).fit()
+    except Interrupted as e:
+        e.message += _where_to_resume(e, cfg.trainer.default_local_dir)
+        raise
     print(summary.line())
+
+
+def _where_to_resume(e, run_dir: str) -> str:
+    """What a stop-at-once leaves to resume from (a clean stop says so itself)."""
+    from hybridrl.trainer.checkpoint import latest_complete
+
+    if isinstance(e, StoppedEarly):
+        return ""
+    point = latest_complete(run_dir)
+    if point is None:
+        return "; no checkpoint was saved yet"
+    return f"; the steps after the last checkpoint ({point.path}) are lost — run the same command to resume from it"
 
 
 def cmd_plan(args) -> None:
@@ -227,11 +244,12 @@ def cmd_algos(args) -> None:
 
 
 def cmd_export(args) -> None:
-    from hybridrl.models.export import actor_folder, export
+    from hybridrl.models.export import export
 
+    note = lambda line: print(line, file=sys.stderr)  # noqa: E731  (a checkpoint too old to have checksums)
     with progress.reporting(), progress.phase("export"):  # copying, then loading both folders to compare logits
-        diff = export(args.checkpoint, args.out, merge_lora=args.merge_lora)
-    print(f"exported {actor_folder(args.checkpoint)} -> {args.out}; logits match (max |difference| = {diff:g})")
+        src, diff = export(args.checkpoint, args.out, merge_lora=args.merge_lora, log=note)
+    print(f"exported {src} -> {args.out}; logits match (max |difference| = {diff:g})")
 
 
 def cmd_model(args) -> None:
@@ -308,9 +326,24 @@ COMMANDS = {"export": cmd_export, "model": cmd_model, "train": cmd_train, "plan"
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    try:
-        return COMMANDS[args.command](args) or 0  # commands return None, or an exit code (doctor --strict)
-    except HybridRLError as e:
-        print(f"hybridrl {args.command}: error: {e}", file=sys.stderr)
-        return 2
+    """Run one command. A user error prints one line, exit 2; Ctrl-C or SIGTERM prints one line, exit 130
+    (hybridrl/interrupt.py: training stops after its step, with a checkpoint)."""
+    name = "hybridrl"
+    with handling_signals():
+        try:
+            args = build_parser().parse_args(argv)
+            name = f"hybridrl {args.command}"
+            return COMMANDS[args.command](args) or 0  # commands return None, or an exit code (doctor --strict)
+        except HybridRLError as e:
+            print(f"{name}: error: {e}", file=sys.stderr)
+            return 2
+        except (Interrupted, KeyboardInterrupt) as e:
+            kill_descendants()  # anything the command's cleanup left behind goes with it
+            print(f"{name}: {getattr(e, 'message', None) or 'interrupted'}", file=sys.stderr)
+            return EXIT_CODE
+        except Exception:
+            if not stopping():  # a bug: its traceback is what a report needs
+                raise
+            kill_descendants()  # the stop-at-once, turned into another error by a C extension on its way
+            print(f"{name}: interrupted", file=sys.stderr)
+            return EXIT_CODE

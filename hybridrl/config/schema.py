@@ -389,9 +389,10 @@ class RewardModelConfig:
     rm_weight: float = doc(1.0, "with a reward model: score = rm_weight * model score + rule_weight * rule score", ge=0)
     rule_weight: float = doc(0.0, "with a reward model: weight of the rule/custom score (0: rule scorers not called, "
                                   "rows need no ground truth)", ge=0)
-    num_workers: int = doc(2, "processes that run the rule/custom scorers (0: in the trainer process, no timeout)",
-                           ge=0, hint="(0: score in the trainer process)")
-    timeout_s: float = doc(30.0, "seconds one response's scorer may run before it is stopped and counted as failed",
+    num_workers: int = doc(2, "processes that run the rule/custom scorers (0: in the trainer process, where timeout_s "
+                              "interrupts a scorer by SIGALRM)", ge=0, hint="(0: score in the trainer process)")
+    timeout_s: float = doc(30.0, "seconds one response's scorer (a batched function: its one call) may run before it is "
+                                 "stopped and counted as failed; a batch ends within ~timeout_s of its first hang",
                            gt=0, hint="seconds")
     on_error: str = doc("raise", "a scorer that raises, times out or returns NaN/inf: raise (stop, naming the sample) "
                                  "| zero (score 0, counted in reward/errors)", choices=ON_ERROR)

@@ -46,6 +46,40 @@ class WorkerError(HybridRLError):
     """A worker raised, died, or ran past trainer.worker_timeout_s."""
 
 
+FAILURE_GRACE_S = 2.0  # after a first failure, how long the other ranks may take to show theirs
+STACKS_WAIT_S = 2.0  # after the deadline, how long the stuck ranks may take to send their stacks
+COLLECTIVE_ERRORS = ("gloo", "nccl", "connection closed by peer", "connection reset by peer", "processgroup")
+
+
+def _failure_of(ref):
+    """The exception a finished call ended with (RayTaskError: it raised; RayActorError and the other
+    RayErrors: its process died or was killed), or None when it succeeded or is still running."""
+    import ray
+    from ray.exceptions import RayError
+
+    ready, _ = ray.wait([ref], timeout=0)
+    if not ready:
+        return None
+    try:
+        ray.get(ref, timeout=0)
+    except RayError as e:
+        return e
+    return None
+
+
+def _died(e) -> bool:
+    from ray.exceptions import RayTaskError
+
+    return not isinstance(e, RayTaskError)
+
+
+def _blame_order(e) -> int:
+    """0: the process died; 1: it raised; 2: it raised in a collective (a peer's failure shows up there)."""
+    if _died(e):
+        return 0
+    return 2 if any(word in str(e).lower() for word in COLLECTIVE_ERRORS) else 1
+
+
 def shard_rows(n: int, world: int) -> list[torch.Tensor]:
     """Rank r's rows of an n-row batch: consecutive, sizes differing by at most one (rank order = row order)."""
     sizes = [n // world + (1 if r < n % world else 0) for r in range(world)]
@@ -80,9 +114,8 @@ class WorkerPool:
 
     def call(self, role: str, method: str, refs: list) -> list:
         """The results of one call per rank (refs[i] is rank i's), in rank order. Waits at most
-        trainer.worker_timeout_s in all; the first failure stops the run."""
+        trainer.worker_timeout_s in all; the first failure stops the run, naming the rank that caused it."""
         import ray
-        from ray.exceptions import RayActorError, RayTaskError
 
         deadline = time.monotonic() + self.timeout_s
         pending = list(refs)
@@ -90,16 +123,30 @@ class WorkerPool:
             ready, pending = ray.wait(pending, num_returns=1, timeout=max(0.0, deadline - time.monotonic()))
             if not ready:
                 raise self._timeout(role, method, [refs.index(r) for r in pending])
-            rank = refs.index(ready[0])
-            try:
-                ray.get(ready[0])
-            except RayTaskError as e:
-                raise WorkerError(f"{role}.{method} raised on rank {rank} of {self.world}{self._where()}:\n{e}") from None
-            except RayActorError as e:
-                raise WorkerError(f"{role}.{method}: the worker of rank {rank} of {self.world}{self._where()} died "
-                                  f"({type(e).__name__}: {str(e).splitlines()[0][:300]}); the run stops, resume it "
-                                  "from the last checkpoint") from None
+            if _failure_of(ready[0]) is not None:
+                raise self._failure(role, method, refs)
         return ray.get(refs)
+
+    def _failure(self, role: str, method: str, refs: list) -> WorkerError:
+        """The culprit among the ranks that failed: a rank whose process died comes first (its peers then
+        fail in a collective, at about the same moment), then a rank that raised a user error or anything
+        else, and a collective failure last. The others get FAILURE_GRACE_S to show what happened to them."""
+        import ray
+
+        ray.wait(refs, num_returns=len(refs), timeout=FAILURE_GRACE_S)
+        failures = {rank: f for rank, f in enumerate(_failure_of(r) for r in refs) if f is not None}
+        rank = min(failures, key=lambda r: (_blame_order(failures[r]), r))
+        e, others = failures[rank], sorted(set(failures) - {rank})
+        also = f" (rank(s) {others} failed after it)" if others else ""
+        where = f"rank {rank} of {self.world}{self._where()}"
+        if _died(e):
+            return WorkerError(f"{role}.{method}: the worker of {where} died ({type(e).__name__}: "
+                               f"{str(e).splitlines()[0][:300]}){also}; the run stops, resume it from the last "
+                               "checkpoint")
+        cause = getattr(e, "cause", None)
+        if isinstance(cause, HybridRLError):  # a user error raised in a worker: its one line, no worker traceback
+            return WorkerError(f"{role}.{method} on {where}: {cause}")
+        return WorkerError(f"{role}.{method} raised on {where}{also}:\n{e}")
 
     def call_all(self, role: str, method: str, call: Callable, *args) -> list:
         """`call(actor).remote(*args)` on every rank; results in rank order."""
@@ -126,18 +173,27 @@ class WorkerPool:
         return "" if self.name == "actor" else f" of the {self.name} pool"
 
     def _timeout(self, role: str, method: str, stuck: list[int]) -> WorkerError:
+        """The stuck ranks with their Python stacks, asked of all at once and waited for STACKS_WAIT_S in
+        all: a rank that cannot answer (stopped, frozen) is named as the likely cause, not waited on."""
         import ray
 
-        stacks = []
-        for rank in stuck[:4]:  # a rank stuck in a collective waits for the culprit: show several
+        asked = {rank: self.actors[rank].stacks.remote() for rank in stuck[:4]}  # several: peers wait for the culprit
+        ready, _ = ray.wait(list(asked.values()), num_returns=len(asked), timeout=STACKS_WAIT_S)
+        stacks, silent = [], []
+        for rank, ref in asked.items():
             try:
-                stack = ray.get(self.actors[rank].stacks.remote(), timeout=10)
-            except Exception as e:  # the worker cannot even answer: say so rather than wait again
+                stack = ray.get(ref, timeout=0) if ref in ready else None
+            except Exception as e:  # noqa: BLE001  the worker died meanwhile: say so
                 stack = f"(no stack: {type(e).__name__})"
+            if stack is None:
+                silent.append(rank)
+                stack = f"(no answer within {STACKS_WAIT_S:g}s: the process is stopped, frozen or out of memory)"
             stacks.append(f"--- stack of rank {rank} ---\n{stack}")
+        culprit = (f"; rank(s) {silent} do not respond at all: the likely cause" if silent and len(silent) < len(asked)
+                   else "")
         return WorkerError(f"{role}.{method} did not finish on rank(s) {stuck} of {self.world}{self._where()} within "
-                           f"trainer.worker_timeout_s={self.timeout_s:g}s; the run stops (raise the timeout if the "
-                           "step is just slow; a rank waiting in a collective waits for another one)\n"
+                           f"trainer.worker_timeout_s={self.timeout_s:g}s{culprit}; the run stops (raise the timeout "
+                           "if the step is just slow; a rank waiting in a collective waits for another one)\n"
                            + "\n".join(stacks))
 
     def close(self) -> None:
@@ -256,6 +312,9 @@ class PolicyGroup:
     def model_shape(self) -> ModelShape:
         return self.pool.call("policy", "model_shape", [self.pool.actors[0].model_shape.remote()])[0]
 
+    def saved_shapes(self) -> dict[str, tuple[int, ...]]:  # global shapes: rank 0 speaks for all
+        return self.pool.call("policy", "saved_shapes", [self.pool.actors[0].policy_saved_shapes.remote()])[0]
+
     def state_dict(self) -> dict:
         return self.pool.call_all("policy", "state_dict", lambda a: a.policy_state)[0]
 
@@ -301,6 +360,9 @@ class CriticGroup:
 
     def load_pretrained(self, folder: str) -> None:
         self.pool.call_all("critic", "load_pretrained", lambda a: a.critic_load, folder)
+
+    def saved_shapes(self) -> dict[str, tuple[int, ...]]:
+        return self.pool.call("critic", "saved_shapes", [self.pool.actors[0].critic_saved_shapes.remote()])[0]
 
 
 class RewardModelGroup:

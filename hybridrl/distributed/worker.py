@@ -93,6 +93,9 @@ class RoleWorker:
     def model_shape(self) -> ModelShape:
         return self.policy.model_shape()
 
+    def policy_saved_shapes(self) -> dict[str, tuple[int, ...]]:
+        return self.policy.saved_shapes()
+
     # reference ------------------------------------------------------------------------------
     def reference_log_probs(self, seqs: Sequences) -> Tensor:
         return self.reference.log_probs(seqs)
@@ -115,6 +118,9 @@ class RoleWorker:
 
     def critic_load(self, folder: str) -> None:
         self.critic.load_pretrained(folder)
+
+    def critic_saved_shapes(self) -> dict[str, tuple[int, ...]]:
+        return self.critic.saved_shapes()
 
     # reward model -------------------------------------------------------------------------
     def reward_scores(self, rollout: Rollout, texts: list[str]) -> Tensor:

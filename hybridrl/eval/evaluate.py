@@ -147,9 +147,10 @@ def _multi_turn_json(mt: Optional[MultiTurnSettings]) -> dict:
     return {"max_assistant_turns": mt.max_assistant_turns, "max_tool_response_length": mt.max_tool_response_length}
 
 
-def model_folder(path: str, flag: str) -> str:
-    """The HF folder of a bundled name, an HF folder, a run folder or a global_step_<N> folder."""
-    from hybridrl.models.export import actor_folder
+def model_folder(path: str, flag: str, log: Optional[Callable[[str], None]] = None) -> str:
+    """The HF folder of a bundled name, an HF folder, a run folder or a global_step_<N> folder; a
+    checkpoint's files are verified against its manifest's checksums (models/export.actor_folder)."""
+    from hybridrl.models.export import DamagedCheckpoint, actor_folder
 
     if path in BUNDLED:
         return str(BUNDLED[path])
@@ -158,7 +159,9 @@ def model_folder(path: str, flag: str) -> str:
     if not os.path.isdir(path):
         raise ConfigError(f"{flag} {path}: no such folder; give {kinds}")
     try:
-        return actor_folder(path)
+        return actor_folder(path, log)
+    except DamagedCheckpoint as e:
+        raise ConfigError(f"{flag} {path}: {e}") from None
     except HybridRLError as e:
         raise ConfigError(f"{flag} {path}: not a model folder ({e}); give {kinds}") from None
 
@@ -315,8 +318,8 @@ def evaluate(s: EvalSettings, log: Callable[[str], None] = print) -> EvalResult:
 def _evaluate(s: EvalSettings, tools: Optional[dict[str, Tool]], pool: ScoringPool,
               log: Callable[[str], None]) -> EvalResult:
     start = time.perf_counter()
-    folder = model_folder(s.model, "--model")
-    ref_folder = model_folder(s.ref, "--ref") if s.ref is not None else None
+    folder = model_folder(s.model, "--model", log)
+    ref_folder = model_folder(s.ref, "--ref", log) if s.ref is not None else None
     torch.manual_seed(s.seed)
     with progress.phase("loading"):  # the model(s), and the data's prompts through the chat template
         tokenizer = load_tokenizer(folder)

@@ -6,40 +6,72 @@ from __future__ import annotations
 
 import os
 import shutil
+from typing import Callable, Optional
 
 import torch
 
 from hybridrl.errors import HybridRLError
 from hybridrl.paths import check_output_folder
-from hybridrl.trainer.checkpoint import LATEST, latest_complete, problem_of
+from hybridrl.trainer.checkpoint import LATEST, complete_checkpoints, latest_complete
+from hybridrl.trainer.manifest import MANIFEST, problem_of, unchecked_note
 
 
-def actor_folder(checkpoint: str) -> str:
-    """The actor/ folder of a global_step_<N> folder, of a run folder's newest whole checkpoint, or itself."""
+class DamagedCheckpoint(HybridRLError):
+    """A checkpoint's files do not match its manifest (sizes or checksums)."""
+
+
+def actor_folder(checkpoint: str, log: Optional[Callable[[str], None]] = None) -> str:
+    """The actor/ folder of a global_step_<N> folder, of a run folder's newest whole checkpoint, or the
+    folder itself (a HF or adapter folder). Files a manifest covers are verified against their checksums
+    first: a damaged checkpoint is refused in one line, naming the file (`log` hears of one too old to
+    have checksums)."""
     if any(os.path.isfile(os.path.join(checkpoint, f)) for f in ("config.json", "adapter_config.json")):
+        _verify_model_folder(checkpoint, log)
         return checkpoint
     if os.path.isfile(os.path.join(checkpoint, LATEST)) or not os.path.isdir(os.path.join(checkpoint, "actor")):
         point = latest_complete(checkpoint)
         if point is None:
             raise HybridRLError(f"{checkpoint}: no whole checkpoint (global_step_<N>/ with checkpoint.json) in it")
         checkpoint = point.path
-    problem = problem_of(checkpoint)
-    if problem:
-        raise HybridRLError(f"{checkpoint} is not a whole checkpoint: {problem}")
+    _verify(checkpoint, "actor/", log)
     return os.path.join(checkpoint, "actor")
+
+
+def _verify_model_folder(folder: str, log) -> None:
+    """A model folder with its own manifest (sft's checkpoints and final folder), or the actor/ or critic/
+    folder of a trainer checkpoint: verified; a plain HF folder has nothing to verify."""
+    parent, name = os.path.split(os.path.normpath(folder))
+    if os.path.isfile(os.path.join(folder, MANIFEST)):
+        _verify(folder, "", log)
+    elif name in ("actor", "critic") and os.path.isfile(os.path.join(parent, MANIFEST)):
+        _verify(parent, f"{name}/", log)
+
+
+def _verify(checkpoint: str, prefix: str, log) -> None:
+    problem = problem_of(checkpoint, verify=prefix)
+    if problem:
+        root = os.path.dirname(os.path.normpath(checkpoint))
+        earlier = [path for step, path in sorted(complete_checkpoints(root).items(), reverse=True)
+                   if os.path.normpath(path) != os.path.normpath(checkpoint)]
+        hint = f"; use another checkpoint, e.g. {earlier[0]}" if earlier else ""
+        raise DamagedCheckpoint(f"{checkpoint} is not a usable checkpoint: {problem}{hint}")
+    note = unchecked_note(checkpoint)
+    if note and log is not None:
+        log(note)
 
 
 def _load(folder: str):
     """A HF folder as AutoModelForCausalLM, or a LoRA adapter folder on its base model (peft)."""
     from transformers import AutoModelForCausalLM
 
-    from hybridrl.models.loading import quiet_loading
+    from hybridrl.models.loading import quiet_loading, readable
     from hybridrl.models.lora import is_adapter_folder, load_adapter_model
 
-    if is_adapter_folder(folder):
-        return load_adapter_model(folder)
-    with quiet_loading():
-        return AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
+    with readable(folder):
+        if is_adapter_folder(folder):
+            return load_adapter_model(folder)
+        with quiet_loading():
+            return AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
 
 
 def max_logit_difference(a: str, b: str) -> float:
@@ -63,8 +95,9 @@ def _write_merged(src: str, out: str) -> None:
 MERGE_TOLERANCE = 1e-4  # merged weights round W + s B A once; the adapter's forward adds x W + s (x A) B
 
 
-def export(checkpoint: str, out: str, merge_lora: bool = False) -> float:
-    """Copy the actor's files to `out` (new or empty) and return the verified logit difference. A LoRA
+def export(checkpoint: str, out: str, merge_lora: bool = False,
+           log: Optional[Callable[[str], None]] = None) -> tuple[str, float]:
+    """Copy the actor's files to `out` (new or empty); return their folder and the verified logit difference. A LoRA
     run's actor is its adapter folder (loads with peft on its base model); `merge_lora` writes the
     plain merged model instead (loads with AutoModelForCausalLM alone)."""
     from hybridrl.models.lora import is_adapter_folder
@@ -72,7 +105,7 @@ def export(checkpoint: str, out: str, merge_lora: bool = False) -> float:
     if not os.path.isdir(checkpoint):
         raise HybridRLError(f"CHECKPOINT {checkpoint}: no such folder; give a run folder, a global_step_<N> folder or "
                             "a HuggingFace model folder")
-    src = actor_folder(checkpoint)
+    src = actor_folder(checkpoint, log)
     if os.path.exists(out) and (not os.path.isdir(out) or os.listdir(out)):
         raise HybridRLError(f"{out} exists and is not empty; give a new folder")
     check_output_folder(out, "OUT")  # before any model is loaded
@@ -86,4 +119,4 @@ def export(checkpoint: str, out: str, merge_lora: bool = False) -> float:
     diff = max_logit_difference(src, out)
     if diff > (MERGE_TOLERANCE if merge_lora else 0.0):
         raise HybridRLError(f"the exported model in {out} differs from {src}: max |logit difference| = {diff:g}")
-    return diff
+    return src, diff

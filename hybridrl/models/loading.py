@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Iterator
 
 import torch
+from safetensors import SafetensorError
 
 from hybridrl.errors import ConfigError, HybridRLError, setting
 
@@ -31,22 +32,33 @@ def resolve_model_path(path: str, key: str = "actor_rollout_ref.model.path") -> 
     )
 
 
+def weights_bytes(folder: str) -> int:
+    """Bytes of a model folder's safetensors files."""
+    return sum(os.path.getsize(os.path.join(folder, f)) for f in os.listdir(folder) if f.endswith(".safetensors"))
+
+
 @contextlib.contextmanager
-def readable(path: str, name: str) -> Iterator[None]:
-    """transformers' errors on a model folder it cannot read (a config.json without model_type or not
-    JSON, missing tokenizer or weight files) as one ConfigError naming the setting (`name`: a config
-    key, or a word such as "model") and the folder."""
+def readable(path: str, name: str | None = None) -> Iterator[None]:
+    """A model folder that cannot be loaded is a one-line error, not a library traceback: damaged weights
+    (a safetensors header that does not parse) name the folder and the damage; a folder transformers cannot
+    read (a config.json without model_type or not JSON, missing tokenizer or weight files, an unknown
+    architecture) names the setting it came from (`name`: a config key, or a word such as "model")."""
     try:
         yield
+    except SafetensorError as e:
+        raise readable_error(path, e) from None
     except (OSError, ValueError) as e:
+        if name is None:
+            raise readable_error(path, e) from None
         reason = " ".join(str(e).split())[:300]
         raise ConfigError(f"{setting(name, path)}: cannot load it as a HuggingFace model ({reason}); give a complete "
                           "model folder (what save_pretrained writes)") from None
 
 
-def weights_bytes(folder: str) -> int:
-    """Bytes of a model folder's safetensors files."""
-    return sum(os.path.getsize(os.path.join(folder, f)) for f in os.listdir(folder) if f.endswith(".safetensors"))
+def readable_error(folder: str, e: Exception) -> HybridRLError:
+    first = (str(e).strip().splitlines() or [""])[0][:300]
+    return HybridRLError(f"cannot load the model in {folder} ({type(e).__name__}: {first}); its files are damaged or "
+                         "it is not a HuggingFace model folder")
 
 
 @contextlib.contextmanager
@@ -103,6 +115,8 @@ def load_value_model(path: str, key: str, device: str = "cpu", dtype: torch.dtyp
             model = AutoModelForTokenClassification.from_pretrained(folder, config=config, dtype=dtype)
     except ValueError as e:  # an architecture without a token-classification class
         raise ConfigError(f"{key}={path!r}: cannot build a value model from it ({e})") from e
+    except (OSError, SafetensorError) as e:  # damaged or missing files
+        raise readable_error(folder, e) from None
     finally:
         hf_logging.set_verbosity(verbosity)
     return model.to(device)
@@ -125,7 +139,7 @@ def load_reward_model(path: str, key: str = "reward_model.model.path", device: s
                           "trained *ForSequenceClassification reward model; its score head would be random")
     if config.num_labels != 1:
         raise ConfigError(f"{key}={path!r} has {config.num_labels} labels; a reward model outputs one scalar (num_labels=1)")
-    with quiet_loading():
+    with readable(folder), quiet_loading():
         model = AutoModelForSequenceClassification.from_pretrained(folder, dtype=dtype)
     if not isinstance(getattr(model, "score", None), torch.nn.Module):
         raise ConfigError(f"{key}={path!r}: {archs[0]} has no `score` head; use a decoder reward model "

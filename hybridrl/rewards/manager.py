@@ -17,7 +17,7 @@ from torch import Tensor
 
 from hybridrl.batch import Rollout
 from hybridrl.errors import HybridRLError
-from hybridrl.rewards.pool import FunctionRef, Scored, ScoringPool
+from hybridrl.rewards.pool import NOT_SCORED, FunctionRef, Scored, ScoringPool
 from hybridrl.rewards.scorers import SCORERS
 from hybridrl.rewards.shaping import overlong_penalty
 
@@ -87,12 +87,15 @@ class RewardManager:
             for source in sorted(set(p.data_source)):
                 SCORERS.get(source)
         infos = p.extra_info if p.extra_info is not None else [{} for _ in texts]
-        results = self.pool.score(list(p.data_source), texts, list(p.ground_truth), infos)
-        failed = [i for i, r in enumerate(results) if r.error is not None]
-        if failed and self.settings.on_error == "raise":
+        raise_on_error = self.settings.on_error == "raise"
+        results = self.pool.score(list(p.data_source), texts, list(p.ground_truth), infos, stop_on_error=raise_on_error)
+        unscored = sum(1 for r in results if r.error is not None and r.error.startswith(NOT_SCORED))
+        failed = [i for i, r in enumerate(results) if r.error is not None and not r.error.startswith(NOT_SCORED)]
+        if failed and raise_on_error:
             i = failed[0]
+            stopped = f" ({unscored} left unscored: the batch stopped at the failure)" if unscored else ""
             raise HybridRLError(
-                f"the reward function failed on {len(failed)} of {len(texts)} responses; first: response {i} "
+                f"the reward function failed on {len(failed)} of {len(texts)} responses{stopped}; first: response {i} "
                 f"(data_source={p.data_source[i]!r}, dataset row {p.index[i]}, response {texts[i][:60]!r}): "
                 f"{results[i].error}. Fix the function, or set reward_model.on_error=zero to score failures 0 "
                 "and count them (reward/errors)")

@@ -1,6 +1,7 @@
 """Run reward functions in worker processes with a per-sample timeout (pebble kills a worker
-whose task runs past it and starts a fresh one), so a scorer that hangs or crashes cannot stall
-or kill training.
+whose task runs past it and starts a fresh one), or in this process with the same timeout (SIGALRM),
+so a scorer that hangs or crashes cannot stall or kill training; a batch ends within about timeout_s
+of its first hang, whatever its size (see ScoringPool).
 
 Workers get the function by reference (built-in scorers by data_source, a user function by
 file and name, loaded once per worker), never by pickling it: a function loaded from a file
@@ -10,12 +11,17 @@ the failure as text; the reward manager decides whether a failure stops the run.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import multiprocessing
+import signal
+import threading
+import time
 import traceback
+from concurrent.futures import FIRST_COMPLETED, wait
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Iterator, Optional
 
 from hybridrl.rewards.custom import KEYS, load_function, split_result
 from hybridrl.rewards.scorers import SCORERS
@@ -90,13 +96,28 @@ def score_batch(sources: list[str], texts: list[str], truths: list[str], infos: 
     return [_checked(v) for v in values]
 
 
+NOT_SCORED = "not scored"  # the error of a sample left unscored because its batch stopped early
+STOPPED = f"{NOT_SCORED}: the batch stopped at its first failure"
+
+
 class ScoringPool:
-    """Scores samples in `num_workers` processes with `timeout_s` per sample (a batched function
-    gets timeout_s per sample in its batch); `num_workers=0` scores in this process, without a
-    timeout."""
+    """Scores samples in `num_workers` processes, or in this process with `num_workers=0`.
+
+    Timeouts (`timeout_s`) hold whatever the batch size:
+    - a sample's scorer may run `timeout_s` (a batched function: its one call for the whole batch); a
+      worker past it is killed and replaced; in this process the scorer is interrupted by SIGALRM
+      (main thread; Python code, sleeps and regexes stop, a C extension that never checks for signals
+      does not);
+    - with `stop_on_error` (reward_model.on_error=raise) the first failure or timeout ends the batch at
+      once: the others are cancelled (their workers killed if running) and marked NOT_SCORED;
+    - otherwise, once one sample timed out, the rest of the batch gets `timeout_s` more (a hanging
+      scorer usually hangs on every sample: without this cap the timeouts would add up sample after
+      sample); what is unscored then is marked NOT_SCORED.
+    """
 
     def __init__(self, ref: FunctionRef, num_workers: int, timeout_s: float):
-        self.ref, self.timeout_s = ref, timeout_s
+        self.ref, self.timeout_s = ref, timeout_s  # <= 0: no timeout (the built-in scorers, in-process)
+        self._limit = timeout_s if timeout_s > 0 else None
         self._fn = ref.resolve()  # for in-process scoring; an import error surfaces here, in the trainer
         self._pool = None
         if num_workers > 0:
@@ -107,25 +128,82 @@ class ScoringPool:
             ctx = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
             self._pool = ProcessPool(max_workers=num_workers, initializer=_init_worker, initargs=(ref,), context=ctx)
 
-    def score(self, sources: list[str], texts: list[str], truths: list[str], infos: list[dict]) -> list[Scored]:
+    def score(self, sources: list[str], texts: list[str], truths: list[str], infos: list[dict],
+              stop_on_error: bool = False) -> list[Scored]:
+        rows = list(zip(sources, texts, truths, infos))
         if self.ref.batched:
-            if self._pool is None:
-                return score_batch(sources, texts, truths, infos, self._fn)
-            future = self._pool.schedule(score_batch, args=(sources, texts, truths, infos),
-                                         timeout=self.timeout_s * len(texts))
-            return self._result(future, len(texts))
+            return self._score_batched(sources, texts, truths, infos)
         if self._pool is None:
-            return [score_one(*args, fn=self._fn) for args in zip(sources, texts, truths, infos)]
-        futures = [self._pool.schedule(score_one, args=args, timeout=self.timeout_s)
-                   for args in zip(sources, texts, truths, infos)]
-        return [self._result(f, 1)[0] for f in futures]
+            return self._score_here(rows, stop_on_error)
+        return self._score_in_pool(rows, stop_on_error)
 
-    def _result(self, future, count: int) -> list[Scored]:
+    def _score_batched(self, sources, texts, truths, infos) -> list[Scored]:
+        """One call for the batch, timeout_s for the call (not per sample: a hang must not wait N times)."""
+        why = f"timed out after reward_model.timeout_s={self.timeout_s:g}s (the batched call)"
+        if self._pool is None:
+            try:
+                with alarm(self._limit):
+                    return score_batch(sources, texts, truths, infos, self._fn)
+            except ScorerTimeout:
+                return [Scored(0.0, {}, why)] * len(texts)
+        future = self._pool.schedule(score_batch, args=(sources, texts, truths, infos), timeout=self._limit)
+        return self._outcome(future, len(texts), why)
+
+    def _score_here(self, rows: list[tuple], stop_on_error: bool) -> list[Scored]:
+        results: list[Scored] = []
+        deadline = None  # set by the first timeout: the rest of the batch gets timeout_s more
+        for row in rows:
+            budget = self._limit if deadline is None else min(self.timeout_s, deadline - time.monotonic())
+            if stop_on_error and results and results[-1].error:
+                results.append(Scored(0.0, {}, STOPPED))
+                continue
+            if budget is not None and budget <= 0:
+                results.append(Scored(0.0, {}, self._capped()))
+                continue
+            try:
+                with alarm(budget):
+                    scored = score_one(*row, fn=self._fn)
+            except ScorerTimeout:
+                scored = Scored(0.0, {}, self._timed_out(budget))
+                deadline = deadline or time.monotonic() + self.timeout_s
+            results.append(scored)
+        return results
+
+    def _score_in_pool(self, rows: list[tuple], stop_on_error: bool) -> list[Scored]:
+        futures = {self._pool.schedule(score_one, args=row, timeout=self._limit): i for i, row in enumerate(rows)}
+        results: list[Optional[Scored]] = [None] * len(rows)
+        pending, deadline, why = set(futures), None, STOPPED
+        while pending:
+            wait_s = None if deadline is None else max(0.0, deadline - time.monotonic())
+            done, pending = wait(pending, timeout=wait_s, return_when=FIRST_COMPLETED)
+            if not done:  # the cap after a first timeout ran out
+                why = self._capped()
+                break
+            for future in done:
+                results[futures[future]] = self._outcome(future, 1, self._timed_out(self.timeout_s))[0]
+            if stop_on_error and any(results[futures[f]].error for f in done):
+                break
+            if deadline is None and any(isinstance(f.exception(), FutureTimeout) for f in done if not f.cancelled()):
+                deadline = time.monotonic() + self.timeout_s
+        for future in pending:  # cancelling a running task kills its worker (pebble replaces it)
+            future.cancel()
+            results[futures[future]] = Scored(0.0, {}, why)
+        return results  # type: ignore[return-value]
+
+    def _capped(self) -> str:
+        return f"{NOT_SCORED}: the batch's scoring ended {self.timeout_s:g}s after a first timeout"
+
+    def _timed_out(self, seconds: float) -> str:
+        return f"timed out after reward_model.timeout_s={self.timeout_s:g}s" + (
+            "" if seconds >= self.timeout_s else f" (cut to {seconds:.1f}s: an earlier sample of the batch timed out)")
+
+    @staticmethod
+    def _outcome(future, count: int, timed_out: str) -> list[Scored]:
         try:
             out = future.result()
             return out if isinstance(out, list) else [out]
         except FutureTimeout:
-            why = f"timed out after reward_model.timeout_s={self.timeout_s:g}s" + (" per sample" if count > 1 else "")
+            why = timed_out
         except Exception as e:  # the worker died (os._exit, a segfault in a C extension, out of memory)
             why = f"the scoring process failed: {_describe(e)}"
         return [Scored(0.0, {}, why)] * count
@@ -135,3 +213,33 @@ class ScoringPool:
             self._pool.stop()
             self._pool.join()
             self._pool = None
+
+
+class ScorerTimeout(BaseException):
+    """Raised in the main thread by SIGALRM when an in-process scorer runs past its time. A BaseException,
+    so that a scorer's `except Exception` does not swallow it."""
+
+
+@contextlib.contextmanager
+def alarm(seconds: Optional[float]) -> Iterator[None]:
+    """Raise ScorerTimeout in the block after `seconds` (again every 0.1 s until the block is left, in case
+    the scorer catches it). Main thread only, where signals arrive; elsewhere the block runs untimed."""
+    if seconds is None or threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
+        yield
+        return
+
+    def ring(signum, frame):
+        raise ScorerTimeout()
+
+    previous = signal.signal(signal.SIGALRM, ring)
+    signal.setitimer(signal.ITIMER_REAL, max(seconds, 1e-3), 0.1)
+    try:
+        yield
+    finally:
+        while True:  # an alarm that rings while disarming must not escape with the timer still set
+            try:
+                signal.setitimer(signal.ITIMER_REAL, 0)
+                signal.signal(signal.SIGALRM, previous)
+                break
+            except ScorerTimeout:
+                continue

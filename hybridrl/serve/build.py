@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from types import SimpleNamespace
 from typing import Optional
 
@@ -47,7 +48,7 @@ def build_service(s: ServeSettings) -> tuple[GenerationService, AppSettings, str
     from hybridrl.models.loading import eos_token_ids, load_causal_lm, load_tokenizer
 
     check_settings(s)
-    folder = model_folder(s.model, "PATH")
+    folder = model_folder(s.model, "PATH", log=lambda line: print(f"hybridrl serve: {line}", file=sys.stderr))
     engine = pick_engine(s.engine)
     tok = load_tokenizer(folder)
     config = AutoConfig.from_pretrained(folder)

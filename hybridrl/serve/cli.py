@@ -116,14 +116,19 @@ def run(args) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     from hybridrl.errors import HybridRLError
+    from hybridrl.interrupt import EXIT_CODE, Interrupted, handling_signals
 
     parser = argparse.ArgumentParser(prog="hybridrl")
     args = add_parser(parser.add_subparsers(dest="command", required=True)).parse_args(argv)
-    try:
-        run(args)
-    except HybridRLError as e:
-        print(f"hybridrl serve: error: {e}", file=sys.stderr)
-        return 2
+    with handling_signals():  # Ctrl-C while loading: one line, exit 130 (uvicorn handles it while serving)
+        try:
+            run(args)
+        except HybridRLError as e:
+            print(f"hybridrl serve: error: {e}", file=sys.stderr)
+            return 2
+        except (Interrupted, KeyboardInterrupt) as e:
+            print(f"hybridrl serve: {getattr(e, 'message', None) or 'interrupted'}", file=sys.stderr)
+            return EXIT_CODE
     return 0
 
 

@@ -62,6 +62,8 @@ from hybridrl.trainer.checkpoint import (
 )
 from hybridrl.trainer.collect import GroupFilter
 from hybridrl.trainer.optim import build_optimizer, warmup_steps_of
+from hybridrl.trainer.resumable import check_resumable
+from hybridrl.trainer.runlock import RunLock
 from hybridrl.trainer.tracking import Tracker
 from hybridrl.workers.critic import Critic, CriticSettings
 from hybridrl.workers.policy import Policy, UpdateSettings
@@ -103,13 +105,15 @@ def resume_point(cfg: RLConfig, log=print) -> Optional[ResumePoint]:
     config that would compute something else."""
     tr = cfg.trainer
     point = find_resume_point(tr.resume_mode, tr.default_local_dir, tr.resume_from_path, log)
-    if point is not None and not tr.resume_allow_config_change:
-        changes = config_changes(os.path.join(point.path, "config.yaml"), cfg)
-        if changes:
-            raise ConfigError(
-                f"{point.path} was written with a different config: {'; '.join(changes)}. Resume with the same "
-                "values, set trainer.resume_allow_config_change=true to continue anyway, or trainer.resume_mode=disable "
-                "to start over")
+    changes = config_changes(os.path.join(point.path, "config.yaml"), cfg) if point is not None else []
+    if changes and tr.resume_allow_config_change:  # they take effect (the optimizer's too): say which
+        log(f"note: resuming {point.path} with a changed config (trainer.resume_allow_config_change=true): "
+            f"{'; '.join(changes)}")
+    elif changes:
+        raise ConfigError(
+            f"{point.path} was written with a different config: {'; '.join(changes)}. Resume with the same "
+            "values, set trainer.resume_allow_config_change=true to continue anyway, or trainer.resume_mode=disable "
+            "to start over")
     return point
 
 
@@ -139,6 +143,26 @@ class RLRun:
     checkpointing: Checkpointing
     model_shape: ModelShape  # the policy's, for perf/mfu/actor
     workers: Optional[object] = None  # backend=ray: the worker processes (RayRoles), shut down by the trainer
+    lock: Optional[RunLock] = None  # the run folder's lock (build_run takes it), released by the trainer
+
+
+def _roles(cfg: RLConfig, plan: BatchPlan, total: int, tokenizer, log) -> tuple:
+    """(policy, reference, critic, workers, reward_model): the local roles, or with backend=ray the groups
+    of RayRoles (`workers`), whose rank r lives in worker process r (distributed/group.py);
+    reward_model is None unless it has its own Ray pool (then it is built with the reward manager)."""
+    if cfg.trainer.backend == "ray":
+        from hybridrl.distributed.group import RayRoles
+
+        roles = RayRoles(cfg, plan, total, tokenizer.pad_token_id, log)
+        return roles.policy, roles.reference, roles.critic, roles, roles.reward_model
+    policy = build_policy(cfg, plan, tokenizer, total)
+    try:
+        reference = build_reference(cfg, policy) if needs_reference(cfg) else None
+        critic = build_critic(cfg, total) if needs_critic(cfg) else None
+    except BaseException:
+        policy.close()  # the rollout engine's processes (vllm)
+        raise
+    return policy, reference, critic, None, None
 
 
 def _optimizer(module, opt, total: int):
@@ -289,11 +313,23 @@ def _reward(cfg: RLConfig, tokenizer, model=None) -> RewardManager:
 
 
 def build_run(cfg: RLConfig, plan: BatchPlan, log=print) -> RLRun:
-    d, arr, alg, tr = cfg.data, cfg.actor_rollout_ref, cfg.algorithm, cfg.trainer
-    rollout = arr.rollout
+    """The run's collaborators. It holds its folder's lock (`RLRun.lock`) from before it reads a
+    checkpoint there until the trainer ends (or this fails)."""
     for warning in config_warnings(cfg):
         log(f"WARNING: {warning}")
     log(check_memory(cfg, plan).describe().splitlines()[0])  # refuses a config that cannot fit, before any load
+    lock = RunLock(cfg.trainer.default_local_dir, log=log)  # a second run on this folder stops here
+    try:
+        run = _build_run(cfg, plan, log)
+    except BaseException:
+        lock.release()
+        raise
+    run.lock = lock
+    return run
+
+
+def _build_run(cfg: RLConfig, plan: BatchPlan, log) -> RLRun:
+    d, arr, tr = cfg.data, cfg.actor_rollout_ref, cfg.trainer
     run_dir = tr.default_local_dir
     resume = resume_point(cfg, log)  # before anything is written to run_dir
     for key in ("default_local_dir", "rollout_data_dir", "validation_data_dir"):  # written every step: check now
@@ -317,22 +353,29 @@ def build_run(cfg: RLConfig, plan: BatchPlan, log=print) -> RLRun:
     val_data = dataset(d.val_files, "data.val_files", d.val_max_samples) if d.val_files else None
     prompts_per_round = d.gen_batch_size or d.train_batch_size  # dynamic sampling generates in rounds
     total = total_training_steps(len(train_data), prompts_per_round, tr.total_epochs, tr.total_training_steps)
-    if tr.backend == "ray":  # every role's rank r in worker process r (distributed/group.py)
-        from hybridrl.distributed.group import RayRoles
+    policy, reference, critic, workers, reward_model = _roles(cfg, plan, total, tokenizer, log)
+    opened = [workers or policy]  # closed if the start fails from here on: no worker process or engine outlives it
+    try:
+        if resume is not None:  # a checkpoint of another model is refused before anything is written
+            check_resumable(resume.path, policy, critic, "actor_rollout_ref.model", "critic.model")
+        reward = _reward(cfg, tokenizer, reward_model)
+        opened.append(reward)
+        os.makedirs(run_dir, exist_ok=True)
+        OmegaConf.save(OmegaConf.structured(cfg), os.path.join(run_dir, "config.yaml"))
+        return _assemble(cfg, plan, total, tokenizer, train_data, val_data, resume, policy, reference, critic,
+                         workers, reward)
+    except BaseException:
+        for thing in reversed(opened):
+            thing.close()
+        raise
 
-        roles = RayRoles(cfg, plan, total, tokenizer.pad_token_id, log)
-        policy, reference, critic, workers = roles.policy, roles.reference, roles.critic, roles
-        reward_model = roles.reward_model  # None: built in this process when enabled
-    else:
-        policy = build_policy(cfg, plan, tokenizer, total)
-        reference = build_reference(cfg, policy) if needs_reference(cfg) else None
-        critic = build_critic(cfg, total) if needs_critic(cfg) else None
-        workers = reward_model = None
-    kc = alg.kl_ctrl
-    fg = alg.filter_groups
 
-    os.makedirs(run_dir, exist_ok=True)
-    OmegaConf.save(OmegaConf.structured(cfg), os.path.join(run_dir, "config.yaml"))
+def _assemble(cfg: RLConfig, plan: BatchPlan, total: int, tokenizer, train_data: RLDataset,
+              val_data: Optional[RLDataset], resume: Optional[ResumePoint], policy, reference, critic, workers,
+              reward: RewardManager) -> RLRun:
+    d, arr, alg, tr = cfg.data, cfg.actor_rollout_ref, cfg.algorithm, cfg.trainer
+    rollout, kc, fg, run_dir = arr.rollout, alg.kl_ctrl, alg.filter_groups, tr.default_local_dir
+    prompts_per_round = d.gen_batch_size or d.train_batch_size
     vk = rollout.val_kwargs
     return RLRun(
         loop=LoopSettings(alg.adv_estimator, rollout.n, vk.n, tr.test_freq, tr.val_before_train, d.max_response_length,
@@ -344,7 +387,7 @@ def build_run(cfg: RLConfig, plan: BatchPlan, log=print) -> RLRun:
         sampler=PromptSampler(len(train_data), prompts_per_round, d.seed, d.shuffle),
         policy=policy, reference=reference, critic=critic, workers=workers, model_shape=policy.model_shape(),
         kl_ctrl=KLController(kc.kl_coef, kc.type, kc.target_kl, kc.horizon) if alg.use_kl_in_reward else None,
-        reward=_reward(cfg, tokenizer, reward_model),
+        reward=reward,
         tracker=Tracker(tr.logger, run_dir, resume_step=resume.step if resume else None, project=tr.project_name,
                         experiment=tr.experiment_name, config=OmegaConf.to_container(OmegaConf.structured(cfg))),
         sampling=SamplingParams(d.max_response_length, rollout.temperature, rollout.top_p, rollout.top_k, rollout.do_sample,

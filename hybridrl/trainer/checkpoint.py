@@ -18,9 +18,11 @@ Resume takes the newest folder whose manifest matches its files; a partial folde
 
 from __future__ import annotations
 
+import errno
 import glob
 import json
 import os
+import pickle
 import random
 import re
 import shutil
@@ -32,9 +34,10 @@ import torch
 from omegaconf import OmegaConf
 
 from hybridrl.errors import ConfigError, HybridRLError
+from hybridrl.trainer.manifest import drop_from_manifest, problem_of, unchecked_note, write_manifest
+from hybridrl.trainer.runlock import not_writable
 
 LATEST = "latest_checkpointed_iteration.txt"
-MANIFEST = "checkpoint.json"
 STEP_DIR = re.compile(r"^global_step_(\d+)$")
 # Keys that may change on resume without changing what the run computes.
 RESUME_SAFE_KEYS = (
@@ -74,13 +77,10 @@ def _fsync_dir(path: str) -> None:
 
 
 def _write_manifest(folder: str, step: int) -> None:
-    files = {os.path.relpath(p, folder): os.path.getsize(p)
-             for p in glob.glob(os.path.join(folder, "**", "*"), recursive=True)
-             if os.path.isfile(p) and os.path.basename(p) != MANIFEST}
-    _replace_text(os.path.join(folder, MANIFEST), json.dumps({"step": step, "files": files}, indent=1))
+    write_manifest(folder, replace_text, step=step)
 
 
-def _replace_text(path: str, text: str) -> None:
+def replace_text(path: str, text: str) -> None:
     """Write a small file atomically: temp file, fsync, rename."""
     tmp = f"{path}.tmp-{os.getpid()}"
     with open(tmp, "w") as f:
@@ -113,14 +113,9 @@ def set_rng_state(plain: dict, tensors: dict) -> None:
 
 
 def save_checkpoint(run, step: int) -> str:
-    """Write global_step_<step> atomically, point `latest` at it, prune old ones; return its path."""
-    root = run.run_dir
-    final = os.path.join(root, f"global_step_{step}")
-    tmp = os.path.join(root, f".tmp_global_step_{step}_{os.getpid()}")
-    for stale in glob.glob(os.path.join(root, ".tmp_global_step_*")):  # left by a run killed mid-save
-        shutil.rmtree(stale, ignore_errors=True)
-    try:
-        os.makedirs(tmp)
+    """Write global_step_<step> atomically, point `latest` at it; return its path."""
+
+    def write(tmp: str) -> None:
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()  # one "saved ..." line per checkpoint is enough
@@ -137,8 +132,24 @@ def save_checkpoint(run, step: int) -> str:
         with open(os.path.join(tmp, "trainer_state.json"), "w") as f:
             json.dump(state, f)
         torch.save(tensors, os.path.join(tmp, "rng_state.pt"))
-        shutil.copyfile(os.path.join(root, "config.yaml"), os.path.join(tmp, "config.yaml"))
-        _write_manifest(tmp, step)  # last inside the folder: its presence and sizes vouch for the rest
+        shutil.copyfile(os.path.join(run.run_dir, "config.yaml"), os.path.join(tmp, "config.yaml"))
+
+    final = write_step_folder(run.run_dir, step, write)
+    replace_text(os.path.join(run.run_dir, LATEST), str(step))
+    return final
+
+
+def write_step_folder(root: str, step: int, write, key: str = "trainer.default_local_dir") -> str:
+    """`write(tmp)` fills a temporary folder; then its manifest (sizes, checksums) and an atomic rename
+    to <root>/global_step_<step>. A failure leaves the previous checkpoints as they were."""
+    final = os.path.join(root, f"global_step_{step}")
+    tmp = os.path.join(root, f".tmp_global_step_{step}_{os.getpid()}")
+    for stale in glob.glob(os.path.join(root, ".tmp_global_step_*")):  # left by a run killed mid-save
+        shutil.rmtree(stale, ignore_errors=True)
+    try:
+        os.makedirs(tmp)
+        write(tmp)
+        _write_manifest(tmp, step)  # last inside the folder: its presence, sizes and checksums vouch for the rest
         _fsync_tree(tmp)
         if os.path.exists(final):  # a stale folder of an earlier run that this one restarted over
             shutil.rmtree(final)
@@ -146,12 +157,21 @@ def save_checkpoint(run, step: int) -> str:
         _fsync_dir(root)
     except OSError as e:
         shutil.rmtree(tmp, ignore_errors=True)
-        prev = latest_complete(root)
-        raise HybridRLError(f"saving the checkpoint of step {step} in {root} failed ({e}); "
-                            + (f"the previous checkpoint {prev.path} is intact" if prev else "no earlier checkpoint exists")
-                            + ". Free disk space or choose another trainer.default_local_dir, then resume") from e
-    _replace_text(os.path.join(root, LATEST), str(step))
+        raise _save_failed(root, step, e, key) from e
     return final
+
+
+def _save_failed(root: str, step: int, e: OSError, key: str) -> HybridRLError:
+    """The failure's real cause (full disk, permissions, a folder removed under the run ...) and what is left."""
+    prev = latest_complete(root) if os.path.isdir(root) else None
+    fixes = {errno.ENOSPC: f"free disk space or choose another {key}", errno.EDQUOT: "free space within your quota",
+             errno.EACCES: f"make {root} writable or choose another {key}", errno.EPERM: f"make {root} writable",
+             errno.EROFS: f"choose a writable {key}", errno.ENOENT: f"{root} or a file in it was removed while the "
+                                                                   "run was writing; keep it"}
+    fix = fixes.get(e.errno, "fix the cause above")
+    return HybridRLError(f"saving the checkpoint of step {step} in {root} failed ({e}); "
+                         + (f"the previous checkpoint {prev.path} is intact" if prev else "no earlier checkpoint exists")
+                         + f". To go on: {fix}, then resume")
 
 
 def prune(root: str, keep_actor: Optional[int], keep_critic: Optional[int]) -> None:
@@ -169,29 +189,11 @@ def prune(root: str, keep_actor: Optional[int], keep_critic: Optional[int]) -> N
             shutil.rmtree(os.path.join(folder, "critic"), ignore_errors=True)
             if os.path.exists(os.path.join(folder, "critic_state.pt")):
                 os.remove(os.path.join(folder, "critic_state.pt"))
-            _write_manifest(folder, step)  # the folder stays whole: the manifest lists what is left
+            for prefix in ("critic/", "critic_state.pt"):  # the folder stays whole: the manifest lists what is left
+                drop_from_manifest(folder, prefix, replace_text)
 
 
 # ---------------------------------------------------------------- reading
-
-
-def problem_of(folder: str) -> Optional[str]:
-    """Why `folder` is not a whole checkpoint, or None."""
-    manifest = os.path.join(folder, MANIFEST)
-    if not os.path.isfile(manifest):
-        return f"no {MANIFEST} (the save did not finish)"
-    try:
-        with open(manifest) as f:
-            files = json.load(f)["files"]
-    except (OSError, ValueError, KeyError) as e:
-        return f"unreadable {MANIFEST} ({e})"
-    for rel, size in files.items():
-        path = os.path.join(folder, rel)
-        if not os.path.isfile(path):
-            return f"{rel} is missing"
-        if os.path.getsize(path) != size:
-            return f"{rel} has {os.path.getsize(path)} bytes, the manifest says {size}"
-    return None
 
 
 def complete_checkpoints(root: str, log=None) -> dict[int, str]:
@@ -222,28 +224,62 @@ def read_point(folder: str) -> ResumePoint:
 
 
 def find_resume_point(mode: str, root: str, resume_from_path: Optional[str], log=print) -> Optional[ResumePoint]:
-    """The checkpoint to resume from under `trainer.resume_mode`, or None to start fresh."""
+    """The checkpoint to resume from under `trainer.resume_mode`, or None to start fresh. Its checksums
+    are verified: `auto` passes over a damaged checkpoint to the one before (naming the file), and
+    refuses when every checkpoint there is damaged, rather than start over on top of them."""
     if mode == "disable":
         return None
     if mode == "resume_path":
         if not resume_from_path:
             raise ConfigError("trainer.resume_mode=resume_path needs trainer.resume_from_path=<.../global_step_N>")
-        problem = problem_of(resume_from_path) if os.path.isdir(resume_from_path) else "not a folder"
+        problem = problem_of(resume_from_path, verify="") if os.path.isdir(resume_from_path) else "not a folder"
         if problem:
             raise ConfigError(f"trainer.resume_from_path={resume_from_path!r} is not a whole checkpoint: {problem}")
+        _note_unchecked(resume_from_path, log)
         return read_point(resume_from_path)
-    return latest_complete(root, log)  # naming each partial folder it passes over
+    found = complete_checkpoints(root, log)  # naming each partial folder it passes over
+    damaged = []
+    for step in sorted(found, reverse=True):
+        problem = problem_of(found[step], verify="")
+        if problem is None:
+            _note_unchecked(found[step], log)
+            return read_point(found[step])
+        damaged.append(f"{found[step]}: {problem}")
+        log(f"WARNING: skipping {found[step]}: {problem}; trying the checkpoint before it")
+    if damaged:
+        raise HybridRLError(f"every checkpoint in {root} is damaged ({'; '.join(damaged)}); restore them from a "
+                            "copy, or set trainer.resume_mode=disable to start over (or choose another "
+                            "trainer.default_local_dir)")
+    return None
+
+
+def _note_unchecked(folder: str, log) -> None:
+    note = unchecked_note(folder)
+    if note:
+        log(note)
 
 
 def restore(run, point: ResumePoint) -> None:
-    """Put weights, optimizer, scheduler, sampler, KL coefficient and every RNG back as they were."""
-    folder = point.path
+    """Put weights, optimizer, scheduler, sampler, KL coefficient and every RNG back as they were.
+    A checkpoint that cannot be loaded (another model or optimizer layout, a damaged file of an older
+    checkpoint without checksums) is a one-line error naming it."""
+    from safetensors import SafetensorError
+
+    try:
+        _restore(run, point.path)
+    except HybridRLError:
+        raise
+    except (OSError, ValueError, KeyError, TypeError, RuntimeError, SafetensorError, pickle.UnpicklingError) as e:
+        first = (str(e).strip().splitlines() or [""])[0][:300]
+        raise HybridRLError(f"resuming from {point.path} failed ({type(e).__name__}: {first}); it was written by "
+                            "another config or is damaged: resume with the config that wrote it, or set "
+                            "trainer.resume_mode=disable to start over") from e
+
+
+def _restore(run, folder: str) -> None:
     run.policy.load_pretrained(os.path.join(folder, "actor"))
     run.policy.load_state_dict(torch.load(os.path.join(folder, "actor_state.pt"), weights_only=True))
     if run.critic is not None:
-        if not os.path.isdir(os.path.join(folder, "critic")):
-            raise HybridRLError(f"{folder} has no critic/ (pruned by trainer.max_critic_ckpt_to_keep, or written by a "
-                                "critic-free run); resume from a checkpoint with one")
         run.critic.load_pretrained(os.path.join(folder, "critic"))
         run.critic.load_state_dict(torch.load(os.path.join(folder, "critic_state.pt"), weights_only=True))
     with open(os.path.join(folder, "trainer_state.json")) as f:
@@ -292,7 +328,7 @@ def check_output_dir(root: str, need_bytes: int, key: str = "trainer.default_loc
             os.fsync(f.fileno())
         os.remove(probe)
     except OSError as e:
-        raise ConfigError(f"{key}={root!r} is not writable ({e.strerror or e}); choose a folder you can write to") from None
+        raise not_writable(key, root, e) from None
     free = shutil.disk_usage(root).free
     need = int(need_bytes * 1.1)  # the new checkpoint is complete before an old one is pruned
     if free < need:

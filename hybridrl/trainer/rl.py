@@ -12,6 +12,7 @@ from hybridrl import progress
 from hybridrl.algos.advantages import ADV_ESTIMATORS, AdvantageInputs
 from hybridrl.algos.kl_ctrl import apply_kl_penalty
 from hybridrl.batch import TrainBatch
+from hybridrl.interrupt import StoppedEarly, failing_after, graceful
 from hybridrl.rewards.manager import on_last_token
 from hybridrl.trainer.build import RLRun
 from hybridrl.trainer.checkpoint import prune, restore, save_checkpoint
@@ -68,6 +69,8 @@ class RLTrainer:
                 self.r.workers.close()
             else:
                 self.r.policy.close()  # the rollout engine's own processes (vllm)
+            if self.r.lock is not None:
+                self.r.lock.release()  # last: the folder is free once nothing writes to it
 
     def _fit(self, shown: progress.Reporter) -> RunSummary:
         r, wall, cpu = self.r, time.perf_counter(), time.process_time()
@@ -86,25 +89,32 @@ class RLTrainer:
         if before:
             r.tracker.log(before, step=0)
         after, test_freq = {}, r.loop.test_freq
-        for step in shown.steps(first, r.total_steps):
-            metrics = self.train_step(step)
-            last = step == r.total_steps
-            # as verl: every test_freq steps and at the last; test_freq <= 0 never (val_before_train aside)
-            if r.val_data is not None and test_freq > 0 and (last or step % test_freq == 0):
-                with timed(metrics, "testing"):
-                    after = self.validate(step)
-                metrics.update(after)
-            r.tracker.log(metrics, step)
-            if (warning := self.signal.observe(metrics)) is not None:  # after the step's line, which it explains
-                self.log(warning)
-            if r.checkpointing.due(step, last):  # after logging: a checkpoint's steps are all in metrics.jsonl
-                start = time.perf_counter()
-                with progress.phase("save_checkpoint"):
-                    path = save_checkpoint(r, step)
-                    prune(r.run_dir, r.checkpointing.keep_actor, r.checkpointing.keep_critic)
-                self.log(f"saved {path} ({time.perf_counter() - start:.1f}s)")
+        with graceful("the current step") as stop:  # Ctrl-C / SIGTERM: end after a whole step, with a checkpoint
+            for step in shown.steps(first, r.total_steps):
+                last = step == r.total_steps
+                with failing_after(stop, step):  # a child process that took the Ctrl-C too fails the step
+                    metrics = self.train_step(step)
+                    # as verl: every test_freq steps and at the last; test_freq <= 0 never (val_before_train aside)
+                    if r.val_data is not None and test_freq > 0 and (last or step % test_freq == 0):
+                        with timed(metrics, "testing"):
+                            after = self.validate(step)
+                        metrics.update(after)
+                r.tracker.log(metrics, step)
+                if (warning := self.signal.observe(metrics)) is not None:  # after the step's line, which it explains
+                    self.log(warning)
+                if r.checkpointing.due(step, last or stop.requested):  # after logging: its steps are in metrics.jsonl
+                    self.save(step)
+                if stop.requested and not last:
+                    raise StoppedEarly(step, stop.signal_name, r.run_dir if r.checkpointing.save_freq != 0 else None)
         return RunSummary(r.total_steps - first + 1, mean_val_score(before), mean_val_score(after),
                           time.perf_counter() - wall, time.process_time() - cpu, r.total_steps)
+
+    def save(self, step: int) -> None:
+        r, start = self.r, time.perf_counter()
+        with progress.phase("save_checkpoint"):
+            path = save_checkpoint(r, step)
+            prune(r.run_dir, r.checkpointing.keep_actor, r.checkpointing.keep_critic)
+        self.log(f"saved {path} ({time.perf_counter() - start:.1f}s)")
 
     def train_step(self, step: int) -> dict[str, float]:
         r, s, m = self.r, self.r.loop, {}

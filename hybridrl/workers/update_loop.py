@@ -121,6 +121,17 @@ class UpdatingWorker(Generic[B]):
         if self.sharding.dp.rank == 0:
             self.module.save_pretrained(folder, state_dict=state)
 
+    def saved_shapes(self) -> dict[str, tuple[int, ...]]:
+        """{name: shape} of the tensors save_pretrained writes (a LoRA module: its adapter's), read from
+        the module without gathering shards (a DTensor's shape is the global one); for resume checks."""
+        if is_lora(self.module):
+            from peft import get_peft_model_state_dict
+
+            state = get_peft_model_state_dict(self.module)
+        else:
+            state = self.module.state_dict()
+        return {name: tuple(t.shape) for name, t in state.items()}
+
     def load_pretrained(self, folder: str) -> None:
         """Weights from a save_pretrained folder (with LoRA its adapter folder), into the module the
         optimizer already holds."""
@@ -137,6 +148,16 @@ class UpdatingWorker(Generic[B]):
                 "scheduler": self.scheduler.state_dict(), "shuffle_generator": self.shuffle_generator.get_state()}
 
     def load_state_dict(self, state: dict) -> None:
+        """Moments, step counts and the schedule's position from the checkpoint; the hyperparameters (lr,
+        betas, weight decay, eps) stay the configured ones. torch would restore the saved ones, so a
+        changed `optim.lr` resumed with trainer.resume_allow_config_change=true was silently ignored;
+        unchanged, they are equal and the lr below is the float the schedule computed before."""
+        configured = [{k: g[k] for k in ("betas", "weight_decay", "eps") if k in g} for g in self.optimizer.param_groups]
+        base_lrs = list(self.scheduler.base_lrs)
         self.sharding.load_optimizer_state(self.module, self.optimizer, state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
+        self.scheduler.base_lrs = base_lrs
+        for group, hyper, base, factor in zip(self.optimizer.param_groups, configured, base_lrs,
+                                              self.scheduler.lr_lambdas):
+            group.update(hyper, initial_lr=base, lr=base * factor(self.scheduler.last_epoch))
         self.shuffle_generator.set_state(state["shuffle_generator"])

@@ -3,6 +3,7 @@ metrics file on resume."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 
@@ -30,8 +31,10 @@ def make_folder(tmp_path, step=3):
 def test_manifest_vouches_for_every_file(tmp_path):
     folder = make_folder(tmp_path)
     assert checkpoint.problem_of(str(folder)) is None
-    assert json.loads((folder / "checkpoint.json").read_text())["files"] == {
-        "actor/model.safetensors": 100, "trainer_state.json": len((folder / "trainer_state.json").read_text())}
+    state = (folder / "trainer_state.json").read_bytes()
+    assert json.loads((folder / "checkpoint.json").read_text())["files"] == {  # format 2: sizes and SHA-256
+        "actor/model.safetensors": {"size": 100, "sha256": hashlib.sha256(b"x" * 100).hexdigest()},
+        "trainer_state.json": {"size": len(state), "sha256": hashlib.sha256(state).hexdigest()}}
     (folder / "actor" / "model.safetensors").write_bytes(b"x" * 99)
     assert checkpoint.problem_of(str(folder)) == "actor/model.safetensors has 99 bytes, the manifest says 100"
     (folder / "actor" / "model.safetensors").unlink()

@@ -1,0 +1,118 @@
+"""Signals: outside a graceful loop the first stops at once (Interrupted, no traceback); inside, the
+first only asks the loop to stop and the second stops at once; handlers are restored; a hard exit
+finds every descendant process."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from hybridrl import interrupt
+from hybridrl.interrupt import Interrupted, StoppedEarly, graceful, handling_signals
+
+
+def send(sig: int) -> None:
+    os.kill(os.getpid(), sig)
+    time.sleep(0.05)  # the handler runs at the next bytecode; give the signal time to arrive
+
+
+def test_outside_a_loop_a_signal_stops_at_once():
+    with handling_signals(hard_exit_allowed=False):
+        with pytest.raises(Interrupted, match=r"^interrupted \(SIGTERM\)$"):
+            send(signal.SIGTERM)
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # restored
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+
+
+def test_in_a_loop_the_first_signal_asks_and_the_second_stops(capfd):
+    with handling_signals(hard_exit_allowed=False):
+        with graceful("the current step") as stop:
+            assert not stop.requested
+            send(signal.SIGINT)  # no exception: the loop finishes its step
+            assert stop.requested and stop.signal_name == "SIGINT"
+            with pytest.raises(Interrupted, match=r"^interrupted \(SIGINT again\)$"):
+                send(signal.SIGINT)
+    assert ("SIGINT received: finishing the current step, then saving a checkpoint and stopping (Ctrl-C again stops at "
+            "once, without saving)") in capfd.readouterr().err
+
+
+def test_a_loop_without_the_cli_handlers_keeps_python_defaults():
+    with graceful() as stop:  # a library caller: KeyboardInterrupt as usual, the request is never set
+        with pytest.raises(KeyboardInterrupt):
+            send(signal.SIGINT)
+    assert not stop.requested
+
+
+def test_stopped_early_says_where_the_run_can_resume():
+    assert StoppedEarly(5, "SIGINT", "/r").message == (
+        "interrupted at step 5 (SIGINT); checkpoint saved in /r/global_step_5 — run the same command to resume")
+    assert StoppedEarly(5, "SIGTERM", None).message == (
+        "interrupted at step 5 (SIGTERM); nothing was saved (saving is off), so the next run starts over")
+    assert StoppedEarly(3, "SIGINT", "/s", resumes=False).message.endswith("the model so far is in /s/global_step_3")
+
+
+def alive(pid: int) -> bool:
+    """Running (not gone, not a zombie waiting for its parent)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize("use_psutil", [True, False])
+def test_descendants_finds_children_and_grandchildren(monkeypatch, use_psutil):
+    if not use_psutil:  # the /proc fallback, for machines without psutil
+        monkeypatch.setitem(sys.modules, "psutil", None)
+    code = "import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); " \
+           "print('ok', flush=True); time.sleep(60)"
+    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline().strip() == "ok"
+        assert child.pid in interrupt.descendants()
+        grandchildren = interrupt.descendants(child.pid)
+        assert len(grandchildren) == 1 and alive(grandchildren[0])
+        interrupt.kill_descendants(child.pid)  # this test's subtree only, not pytest's other children
+        time.sleep(0.2)
+        assert not alive(grandchildren[0]) and child.poll() is None
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_a_step_that_fails_after_a_stop_was_asked_is_the_interrupt():
+    """vLLM's engine workers take the terminal's Ctrl-C too and die: the step in progress fails."""
+    from hybridrl.interrupt import failing_after
+
+    with handling_signals(hard_exit_allowed=False):
+        with graceful() as stop:
+            with pytest.raises(RuntimeError, match="a bug"):  # no stop asked: a failure is a failure
+                with failing_after(stop, 3):
+                    raise RuntimeError("a bug")
+            send(signal.SIGINT)
+            with pytest.raises(Interrupted) as e:
+                with failing_after(stop, 4):
+                    raise RuntimeError("EngineCore encountered an issue.\nSee stack trace")
+    assert e.value.message == ("interrupted during step 4 (SIGINT); the step failed meanwhile (RuntimeError: EngineCore "
+                               "encountered an issue.), most likely because a process of the run got the Ctrl-C too "
+                               "(vLLM's engine does)")
+
+
+def test_a_second_signal_that_a_c_extension_turned_into_another_error_is_still_the_stop():
+    """Ray's Cython wait turns an exception raised by a signal handler into a SystemError."""
+    from hybridrl.interrupt import failing_after
+
+    with handling_signals(hard_exit_allowed=False):
+        with graceful() as stop:
+            send(signal.SIGINT)
+            with pytest.raises(Interrupted, match=r"^interrupted \(SIGINT again\)$"):
+                with failing_after(stop, 4):
+                    try:
+                        send(signal.SIGINT)
+                    except Interrupted:
+                        raise SystemError("<cyfunction CoreWorker.wait> returned a result with an exception set")
