@@ -318,7 +318,11 @@ def build_run(cfg: RLConfig, plan: BatchPlan, log=print) -> RLRun:
     for warning in config_warnings(cfg):
         log(f"WARNING: {warning}")
     log(check_memory(cfg, plan).describe().splitlines()[0])  # refuses a config that cannot fit, before any load
-    lock = RunLock(cfg.trainer.default_local_dir, log=log)  # a second run on this folder stops here
+    tr = cfg.trainer
+    for key in ("default_local_dir", "rollout_data_dir", "validation_data_dir"):  # written every step: check now
+        if getattr(tr, key) is not None:
+            check_output_folder(getattr(tr, key), f"trainer.{key}")
+    lock = RunLock(tr.default_local_dir, log=log)  # a second run on this folder stops here
     try:
         run = _build_run(cfg, plan, log)
     except BaseException:
@@ -332,9 +336,6 @@ def _build_run(cfg: RLConfig, plan: BatchPlan, log) -> RLRun:
     d, arr, tr = cfg.data, cfg.actor_rollout_ref, cfg.trainer
     run_dir = tr.default_local_dir
     resume = resume_point(cfg, log)  # before anything is written to run_dir
-    for key in ("default_local_dir", "rollout_data_dir", "validation_data_dir"):  # written every step: check now
-        if getattr(tr, key) is not None:
-            check_output_folder(getattr(tr, key), f"trainer.{key}")
     if tr.save_freq != 0:  # a full disk fails now, not at the first save
         folders = [arr.model.path] + ([cfg.critic.model.path or arr.model.path] if needs_critic(cfg) else [])
         check_output_dir(run_dir, sum(3 * weights_bytes(resolve_model_path(f)) for f in folders))
