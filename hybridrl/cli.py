@@ -168,6 +168,7 @@ def cmd_train(args) -> None:
 
 
 def cmd_plan(args) -> None:
+    from hybridrl.config.levers import offload_note
     from hybridrl.config.loader import load_config
     from hybridrl.config.memory import check_memory
     from hybridrl.config.placement import describe_placement
@@ -178,6 +179,8 @@ def cmd_plan(args) -> None:
     plan = validate_rl_config(cfg)
     print(plan.describe())
     print(describe_placement(cfg))
+    if offload_note(cfg):
+        print(offload_note(cfg))
     print(check_memory(cfg, plan).describe())  # a config that cannot fit is refused here, with values that do
 
 

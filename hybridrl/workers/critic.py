@@ -51,7 +51,7 @@ class Critic(UpdatingWorker[CriticBatch]):
     def values(self, seqs: Sequences) -> Tensor:
         """[N, T] V(s_t) under the current weights, without gradients."""
         self.module.eval()
-        with self.sharding.gathered(self.module):
+        with self.sharding.gathered(self.module), self.precision.autocast():
             return batched_values(self.module, to_device(seqs, self.device), self.settings.forward_micro_batch_size).cpu()
 
     def _optimizer_step(self, mini: CriticBatch) -> dict[str, float]:
@@ -63,7 +63,8 @@ class Critic(UpdatingWorker[CriticBatch]):
 
         def micro_loss(micro: CriticBatch) -> Tensor:
             mask = micro.seqs.response_mask
-            vpreds = response_values(self.module, micro.seqs)
+            with self.precision.autocast():
+                vpreds = response_values(self.module, micro.seqs)
             out = clipped_value_loss(vpreds, micro.values, micro.returns, s.cliprange_value)
             loss = reduce_loss(out.loss, mask, s.loss_agg_mode, scale)
             stats["critic/vf_loss"] += loss.item()

@@ -106,7 +106,7 @@ class Policy(UpdatingWorker[TrainBatch]):
 
     def log_probs(self, seqs: Sequences) -> Tensor:
         """[N, T] log π of each response token under the current weights, without gradients."""
-        with self.sharding.gathered(self.module):
+        with self.sharding.gathered(self.module), self.precision.autocast():
             return batched_log_probs(self.module, to_device(seqs, self.device), self.settings.temperature,
                                      self.settings.log_prob_micro_batch_size, self.settings.share_prompts).cpu()
 
@@ -133,8 +133,9 @@ class Policy(UpdatingWorker[TrainBatch]):
         """The micro-batch's share of the mini-batch loss, and its share of each metric."""
         s = self.settings
         mask = micro.seqs.response_mask
-        log_probs, entropy = response_log_probs(self.module, micro.seqs, s.temperature, with_entropy=True,
-                                                 share_prompts=s.share_prompts)
+        with self.precision.autocast():  # the backward replays the forward's casts; the loss math below is fp32
+            log_probs, entropy = response_log_probs(self.module, micro.seqs, s.temperature, with_entropy=True,
+                                                     share_prompts=s.share_prompts)
         old = micro.old_log_probs if micro.old_log_probs is not None else log_probs.detach()
         out = POLICY_LOSSES.get(s.loss_mode)(log_probs, old, micro.advantages, mask, s.loss_params)
         token_loss, is_stats = out.loss, {}

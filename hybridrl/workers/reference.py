@@ -9,22 +9,26 @@ from torch import Tensor
 
 from hybridrl.batch import Sequences, to_device
 from hybridrl.models.forward import batched_log_probs, device_of
+from hybridrl.models.precision import FP32, Precision
 
 
 class Reference:
     def __init__(self, module, temperature: float, micro_batch_size: int, share_prompts: bool = False,
-                 view: Optional[Callable[[], ContextManager]] = None):
+                 view: Optional[Callable[[], ContextManager]] = None, precision: Precision = FP32):
         """`module` is a frozen copy of the initial weights of its own, or, with `view`, a module shared
         with the policy that computes the reference only inside `view()` (LoRA: the adapter off,
-        models/lora.base_policy); a shared module is left trainable."""
+        models/lora.base_policy); a shared module is left trainable. A view may also place the module:
+        an offloaded reference waits on the host and is moved to the GPU inside it (models/memory.on_device).
+        `precision`: the compute dtype of its forwards (ref.fsdp_config.mixed_precision.param_dtype)."""
         self.module = module if view is not None else module.eval().requires_grad_(False)
         self.view = view or contextlib.nullcontext
+        self.precision = precision
         self.temperature, self.micro_batch_size = temperature, micro_batch_size
         self.share_prompts = share_prompts  # one forward per distinct prompt (models/forward.prefill_distinct)
 
     def log_probs(self, seqs: Sequences) -> Tensor:
         """[N, T] log π_ref of each response token, 0 on padding."""
-        seqs = to_device(seqs, device_of(self.module))
-        with self.view():
+        with self.view(), self.precision.autocast():
+            seqs = to_device(seqs, device_of(self.module))
             return batched_log_probs(self.module, seqs, self.temperature, self.micro_batch_size,
                                      self.share_prompts).cpu()

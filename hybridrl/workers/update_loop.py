@@ -11,7 +11,7 @@ import torch
 from hybridrl.batch import num_rows, select, split, to_device
 from hybridrl.distributed.dp import DataParallel
 from hybridrl.distributed.sharding import Sharding
-from hybridrl.models.forward import device_of
+from hybridrl.models.precision import Precision
 from hybridrl.models.lora import is_lora, load_adapter_weights
 
 B = TypeVar("B")
@@ -61,8 +61,14 @@ class UpdatingWorker(Generic[B]):
 
     @property
     def device(self) -> torch.device:
-        """Where the module lives; batches arrive on the CPU and are moved here."""
-        return device_of(self.module)
+        """Where the forwards run (with the module, or the GPU of host-offloaded FSDP2 shards); batches
+        arrive on the CPU and are moved here."""
+        return self.sharding.compute_device(self.module)
+
+    @property
+    def precision(self) -> Precision:
+        """The compute dtype the role's forwards run in (its sharding's, models/precision.py)."""
+        return self.sharding.precision
 
     def _backward_all(self, micros: list[B], micro_loss: Callable[[B], torch.Tensor]) -> None:
         """Backward every micro-batch's loss; gradients cross ranks once, after the last one."""
