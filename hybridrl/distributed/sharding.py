@@ -133,7 +133,7 @@ class FullyShard:
             kwargs["mp_policy"] = MixedPrecisionPolicy(param_dtype=p.compute if p.mixed else None,
                                                        reduce_dtype=p.reduce)
         if self.param_offload:
-            kwargs["offload_policy"] = CPUOffloadPolicy()
+            kwargs["offload_policy"] = CPUOffloadPolicy(pin_memory=torch.cuda.is_available())  # pinning needs a GPU
         return kwargs
 
     def wrap(self, module: torch.nn.Module) -> torch.nn.Module:

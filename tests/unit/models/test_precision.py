@@ -62,9 +62,14 @@ def test_checkpointing_recomputes_each_layer_in_backward_with_the_same_gradients
         assert calls == 2
 
 
-def test_offloaded_optimizer_steps_like_the_plain_one():
-    """On a CPU the moments are on the host already, so the hooks must change nothing; the GPU round
-    trip itself is tests/unit/cuda/test_cuda_paths.py's."""
+def test_offloaded_optimizer_moves_its_state_around_each_step_and_steps_like_the_plain_one(monkeypatch):
+    """Every step: the moments to the parameters' device before it, to the host after. On a CPU both are
+    the host, so the update must be the plain one; the GPU round trip itself is tests/unit/cuda's."""
+    from hybridrl.models import memory
+
+    moves, move = [], memory._move_state
+    monkeypatch.setattr(memory, "_move_state", lambda opt, where: moves.append(where(opt.param_groups[0]["params"][0]))
+                        or move(opt, where))
     torch.manual_seed(0)
     a, b = torch.nn.Linear(4, 3), torch.nn.Linear(4, 3)
     b.load_state_dict(a.state_dict())
@@ -79,3 +84,4 @@ def test_offloaded_optimizer_steps_like_the_plain_one():
     for p, q in zip(a.parameters(), b.parameters()):
         assert torch.equal(p, q)
     assert all(v.device.type == "cpu" for s in opt_b.state.values() for v in s.values())
+    assert moves == [a.weight.device, memory.HOST] * 3  # (the parameters' device, then the host) per step
