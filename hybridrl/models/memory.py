@@ -30,7 +30,7 @@ def enable_checkpointing(module: torch.nn.Module) -> None:
 
 def _move_state(optimizer: torch.optim.Optimizer, device_of_param) -> None:
     """Every state tensor (AdamW's exp_avg, exp_avg_sq) to device_of_param(p); the step counter stays
-    where AdamW keeps it (a host scalar unless capturable)."""
+    where AdamW keeps it (a host scalar, or with fused or capturable AdamW one on the parameter's device)."""
     for p, state in optimizer.state.items():
         target = device_of_param(p)
         for key, value in state.items():
