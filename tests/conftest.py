@@ -43,6 +43,16 @@ def arith_data(tmp_path_factory) -> dict[str, str]:
     return write_dataset(str(tmp_path_factory.mktemp("arith")), train_size=300, val_size=40, seed=0)
 
 
+def pytest_collection_modifyitems(config, items):
+    """Tests marked `cuda` need a GPU: skipped, saying so, where torch sees none (`make gpu-check` runs them)."""
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU (torch.cuda.is_available() is false); `make gpu-check` on one")
+    for item in items:
+        if item.get_closest_marker("cuda"):
+            item.add_marker(skip)
+
+
 @pytest.fixture(autouse=True)
 def _seed():
     torch.manual_seed(0)

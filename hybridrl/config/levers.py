@@ -146,6 +146,71 @@ def ref_compute_dtype(cfg: RLConfig) -> str:
                       arr.actor.fsdp_config.mixed_precision.param_dtype)
 
 
+def actor_dtypes(cfg: RLConfig) -> tuple[str, str]:
+    """(compute, reduce) dtype names of the policy's forwards and gradient sums: 'fp32' | 'bf16'."""
+    key = "actor_rollout_ref.actor.fsdp_config.mixed_precision"
+    mp = cfg.actor_rollout_ref.actor.fsdp_config.mixed_precision
+    return dtype_name(f"{key}.param_dtype", mp.param_dtype), dtype_name(f"{key}.reduce_dtype", mp.reduce_dtype)
+
+
+def critic_dtypes(cfg: RLConfig) -> tuple[str, str]:
+    """(compute, reduce) dtype names of the critic's forwards and gradient sums."""
+    key = "critic.model.fsdp_config.mixed_precision"
+    mp = cfg.critic.model.fsdp_config.mixed_precision
+    return dtype_name(f"{key}.param_dtype", mp.param_dtype), dtype_name(f"{key}.reduce_dtype", mp.reduce_dtype)
+
+
+def ref_model_dtype(cfg: RLConfig) -> str:
+    """'fp32' | 'bf16': the dtype the frozen reference's weights are loaded in."""
+    return dtype_name("actor_rollout_ref.ref.fsdp_config.model_dtype", cfg.actor_rollout_ref.ref.fsdp_config.model_dtype)
+
+
+def rollout_compute_dtype(cfg: RLConfig) -> str:
+    """'fp32' | 'bf16': the hf engine's generation dtype (rollout.dtype; vllm reads the key itself)."""
+    return "bf16" if cfg.actor_rollout_ref.rollout.dtype == "bfloat16" else "fp32"
+
+
+def _check_checkpointing(cfg: RLConfig) -> None:
+    """HF's checkpointed decoder layers drop past_key_values in training, which the padded prompt-sharing
+    forward (models/forward.prefill_distinct) feeds the responses with: their log-probs would be wrong."""
+    m = cfg.actor_rollout_ref.model
+    if m.enable_gradient_checkpointing and m.share_prompt_prefix and not m.use_remove_padding:
+        raise ConfigError("actor_rollout_ref.model.enable_gradient_checkpointing=true does not work with the padded "
+                          "prompt sharing (actor_rollout_ref.model.share_prompt_prefix=true, use_remove_padding=false);"
+                          " set actor_rollout_ref.model.share_prompt_prefix=false or "
+                          "actor_rollout_ref.model.use_remove_padding=true")
+
+
+def _check_offload(cfg: RLConfig) -> None:
+    """param_offload is FSDP2's CPU offload policy, so on a GPU it needs the fsdp2 strategy."""
+    if cfg.trainer.device == "cpu":
+        return  # no effect there (offload_note says so)
+    arr = cfg.actor_rollout_ref
+    for key, offload, strategy_key, strategy in [
+            ("actor_rollout_ref.actor.fsdp_config.param_offload", arr.actor.fsdp_config.param_offload,
+             "actor_rollout_ref.actor.strategy", arr.actor.strategy),
+            ("critic.model.fsdp_config.param_offload", cfg.critic.model.fsdp_config.param_offload,
+             "critic.strategy", cfg.critic.strategy)]:
+        if offload and strategy not in ("fsdp2", "fsdp"):
+            raise ConfigError(f"{key}=true is FSDP2's CPU offload, but {strategy_key}={strategy}; set "
+                              f"{strategy_key}=fsdp2 or {key}=false")
+
+
+def offload_note(cfg: RLConfig) -> Optional[str]:
+    """One line for `hybridrl plan` when offload keys are set on a CPU device, where they change nothing."""
+    arr, critic = cfg.actor_rollout_ref, cfg.critic.model.fsdp_config
+    keys = [k for k, on in [("actor_rollout_ref.actor.fsdp_config.param_offload", arr.actor.fsdp_config.param_offload),
+                            ("actor_rollout_ref.actor.fsdp_config.optimizer_offload",
+                             arr.actor.fsdp_config.optimizer_offload),
+                            ("actor_rollout_ref.ref.fsdp_config.param_offload", arr.ref.fsdp_config.param_offload),
+                            ("critic.model.fsdp_config.param_offload", critic.param_offload),
+                            ("critic.model.fsdp_config.optimizer_offload", critic.optimizer_offload)] if on]
+    if not keys or cfg.trainer.device != "cpu":
+        return None
+    return (f"offload: {', '.join(keys)} {'has' if len(keys) == 1 else 'have'} no effect with trainer.device=cpu "
+            "(weights and AdamW state are in host memory already)")
+
+
 def _check_tensor_parallel(cfg: RLConfig) -> None:
     tp = cfg.actor_rollout_ref.rollout.tensor_model_parallel_size
     if tp > 1:
@@ -160,7 +225,7 @@ def check_levers(cfg: RLConfig, needs_critic: bool, needs_reference: bool) -> No
     sequence length, rollout TP); every problem at once. Rules with the rest of the config live in validate.py."""
     errors: list[str] = []
     for check in (lambda: _check_token_budgets(cfg, needs_critic, needs_reference), lambda: _check_precision(cfg),
-                  lambda: _check_tensor_parallel(cfg)):
+                  lambda: _check_checkpointing(cfg), lambda: _check_offload(cfg), lambda: _check_tensor_parallel(cfg)):
         try:
             check()
         except ConfigError as e:

@@ -41,14 +41,16 @@ class DataParallel:
         dist.all_reduce(counts, group=self.group)
         return LossScale(float(counts[0]), float(counts[1]), local.norm_length)
 
-    def sum_gradients(self, params: Iterable[torch.nn.Parameter]) -> None:
-        """Sum .grad over ranks, flattened into one buffer per dtype (one collective, not one per tensor)."""
+    def sum_gradients(self, params: Iterable[torch.nn.Parameter], reduce_dtype: torch.dtype | None = None) -> None:
+        """Sum .grad over ranks, flattened into one buffer per dtype (one collective, not one per tensor).
+        `reduce_dtype` (mixed_precision.reduce_dtype): the dtype the buffer crosses ranks in (bf16 halves
+        the bytes; each gradient is then rounded to bf16 before the sum); None: the gradients' own."""
         if not self.active:
             return
         grads = [p.grad for p in params if p.grad is not None]
         for dtype in {g.dtype for g in grads}:
             same = [g for g in grads if g.dtype == dtype]
-            flat = torch.cat([g.reshape(-1) for g in same])
+            flat = torch.cat([g.reshape(-1).to(reduce_dtype or dtype) for g in same])
             dist.all_reduce(flat, group=self.group)
             offset = 0
             for g in same:
@@ -85,3 +87,14 @@ def init_data_parallel(rank: int, world_size: int, address: str, port: int, time
     dist.init_process_group(backend, init_method=f"tcp://{address}:{port}", rank=rank, world_size=world_size,
                             timeout=timedelta(seconds=timeout_s))
     return DataParallel(rank, world_size)
+
+
+def ensure_process_group(dp: DataParallel, device_type: str) -> None:
+    """A default process group for FSDP2's device mesh: the ranks' own (init_data_parallel), or for one
+    process alone (fsdp2 with one worker, for its CPU offload) a one-rank group over an in-memory store."""
+    if dist.is_initialized():
+        return
+    if dp.active:
+        raise RuntimeError("a data-parallel group of several ranks must be joined first (init_data_parallel)")
+    backend = "cpu:gloo,cuda:nccl" if device_type == "cuda" else "gloo"
+    dist.init_process_group(backend, store=dist.HashStore(), rank=0, world_size=1)

@@ -11,6 +11,13 @@ Both give the single-process update: the loss is already normalised by the globa
 world size, and its divide-factor path uses ReduceOp.PREMUL_SUM, which gloo lacks; so a divide
 factor of 1 with forced SUM reductions is set on every sharded module.
 
+Precision (models/precision.py): under ddp the mixed_precision.reduce_dtype is the dtype of the one
+gradient all-reduce; under fsdp2 it is FSDP2's MixedPrecisionPolicy: layers are gathered in the
+compute dtype (bf16 halves the all-gather and the unsharded copy), gradients reduce-scattered in
+reduce_dtype, and the sharded parameters and AdamW state stay fp32 either way. `param_offload` on a
+GPU is FSDP2's CPUOffloadPolicy: sharded parameters, gradients and the optimizer step live in host
+memory, each layer copied to the GPU for its forward and backward.
+
 The no-gradient passes (generation, log-probs, values) run on gathered weights (`gathered()`): a
 rank generates its own number of tokens and micro-batches, and a per-forward all-gather would need
 every rank to run the same number of forwards. This costs one full copy of the weights during those
@@ -27,7 +34,9 @@ from typing import Iterator
 
 import torch
 
-from hybridrl.distributed.dp import SINGLE, DataParallel
+from hybridrl.distributed.dp import SINGLE, DataParallel, ensure_process_group
+from hybridrl.models.forward import device_of
+from hybridrl.models.precision import FP32, Precision
 
 
 class Replicated:
@@ -35,8 +44,12 @@ class Replicated:
 
     lockstep_forwards = False  # gradients cross ranks once per mini-batch: ranks may run different micro-batch counts
 
-    def __init__(self, dp: DataParallel = SINGLE):
-        self.dp = dp
+    def __init__(self, dp: DataParallel = SINGLE, precision: Precision = FP32):
+        self.dp, self.precision = dp, precision
+
+    def compute_device(self, module: torch.nn.Module) -> torch.device:
+        """Where the forwards run (batches are moved there): with the weights."""
+        return device_of(module)
 
     def wrap(self, module: torch.nn.Module) -> torch.nn.Module:
         return module
@@ -45,7 +58,7 @@ class Replicated:
         pass  # the all-reduce runs once, in finish_gradients
 
     def finish_gradients(self, module: torch.nn.Module) -> None:
-        self.dp.sum_gradients(module.parameters())
+        self.dp.sum_gradients(module.parameters(), self.precision.reduce)
 
     def gathered(self, module: torch.nn.Module) -> contextlib.AbstractContextManager:
         return contextlib.nullcontext()
@@ -104,8 +117,26 @@ class FullyShard:
 
     lockstep_forwards = True  # each training forward all-gathers every layer: ranks run the same micro-batch count
 
-    def __init__(self, dp: DataParallel, device_type: str = "cpu"):
-        self.dp, self.device_type = dp, device_type
+    def __init__(self, dp: DataParallel, device_type: str = "cpu", precision: Precision = FP32,
+                 param_offload: bool = False):
+        self.dp, self.device_type, self.precision = dp, device_type, precision
+        self.param_offload = param_offload  # CPUOffloadPolicy: only meaningful with device_type cuda
+
+    def compute_device(self, module: torch.nn.Module) -> torch.device:
+        """Where the forwards run: the mesh's device, also when the sharded weights are offloaded to the host."""
+        return torch.device(self.device_type) if self.param_offload else device_of(module)
+
+    def _policies(self) -> dict:
+        """fully_shard's mixed-precision and offload arguments (none on the plain fp32 path)."""
+        from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy
+
+        p, kwargs = self.precision, {}
+        if p.mixed or p.reduce != torch.float32:
+            kwargs["mp_policy"] = MixedPrecisionPolicy(param_dtype=p.compute if p.mixed else None,
+                                                       reduce_dtype=p.reduce)
+        if self.param_offload:
+            kwargs["offload_policy"] = CPUOffloadPolicy(pin_memory=torch.cuda.is_available())  # pinning needs a GPU
+        return kwargs
 
     def wrap(self, module: torch.nn.Module) -> torch.nn.Module:
         """Shard each transformer block (HF names them in `_no_split_modules`), then the rest (embeddings,
@@ -113,12 +144,14 @@ class FullyShard:
         from torch.distributed.device_mesh import init_device_mesh
         from torch.distributed.fsdp import fully_shard
 
+        ensure_process_group(self.dp, self.device_type)  # one rank offloading on a GPU still needs a group
         mesh = init_device_mesh(self.device_type, (self.dp.world_size,))
         blocks = set(getattr(module, "_no_split_modules", None) or [])
+        policies = self._policies()
         for sub in list(module.modules()):
             if sub is not module and type(sub).__name__ in blocks:
-                fully_shard(sub, mesh=mesh)
-        fully_shard(module, mesh=mesh)
+                fully_shard(sub, mesh=mesh, **policies)
+        fully_shard(module, mesh=mesh, **policies)
         for sub in _fsdp_modules(module):
             sub.set_gradient_divide_factor(1.0)  # sum, not mean: the loss is globally normalised
             sub.set_force_sum_reduction_for_comms(True)  # plain SUM: gloo has no PREMUL_SUM
@@ -168,8 +201,12 @@ class FullyShard:
 Sharding = Replicated | FullyShard
 
 
-def make_sharding(strategy: str, dp: DataParallel, device_type: str = "cpu") -> Sharding:
-    """The role's strategy object; with one rank every strategy is the plain single-process model."""
-    if strategy in ("fsdp2", "fsdp") and dp.active:
-        return FullyShard(dp, device_type)
-    return Replicated(dp)
+def make_sharding(strategy: str, dp: DataParallel, device_type: str = "cpu", precision: Precision = FP32,
+                  param_offload: bool = False) -> Sharding:
+    """The role's strategy object; with one rank every strategy is the plain single-process model, except
+    fsdp2 with param_offload on a GPU, whose CPU offload is FSDP2's (a one-rank FSDP2). On a CPU device
+    param_offload changes nothing: the weights are in host memory already."""
+    offload = param_offload and torch.device(device_type).type == "cuda"
+    if strategy in ("fsdp2", "fsdp") and (dp.active or offload):
+        return FullyShard(dp, torch.device(device_type).type, precision, offload)
+    return Replicated(dp, precision)

@@ -47,24 +47,32 @@ def supports(module) -> bool:
 class LeanDecoder:
     """Weights of `module` arranged for decode steps, and the KV cache for [N, max_len] positions."""
 
-    def __init__(self, module, batch: int, max_len: int):
-        from hybridrl.models.lora import effective_weight as w  # W, or W + s B A under a LoRA adapter
+    def __init__(self, module, batch: int, max_len: int, dtype: torch.dtype | None = None):
+        """`dtype`: the weights and KV cache in it (rollout.dtype=bfloat16: every decode step reads half
+        the bytes, the norms still reduce in fp32); None: the module's own."""
+        from hybridrl.models.lora import effective_weight  # W, or W + s B A under a LoRA adapter
+
+        def w(t):  # a weight (a projection module's effective one) in the decode dtype
+            t = effective_weight(t) if isinstance(t, torch.nn.Module) else t
+            return t if t is None or dtype is None else t.to(dtype)
 
         module = unwrapped(module)
         c, m = module.config, module.model
         self.n_heads, self.n_kv = c.num_attention_heads, c.num_key_value_heads
         self.head_dim = getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads
         self.eps = c.rms_norm_eps
-        self.embed, self.norm, self.lm_head = m.embed_tokens.weight, m.norm.weight, module.lm_head.weight
+        self.embed, self.norm = w(m.embed_tokens.weight), w(m.norm.weight)
+        tied = module.lm_head.weight is m.embed_tokens.weight
+        self.lm_head = self.embed if tied else w(module.lm_head.weight)  # one copy of tied weights
         self.layers = []
         for layer in m.layers:
             a, mlp = layer.self_attn, layer.mlp
             qkv_b = None
             if a.q_proj.bias is not None:
-                qkv_b = torch.cat([a.q_proj.bias, a.k_proj.bias, a.v_proj.bias])
-            self.layers.append((layer.input_layernorm.weight,
+                qkv_b = w(torch.cat([a.q_proj.bias, a.k_proj.bias, a.v_proj.bias]))
+            self.layers.append((w(layer.input_layernorm.weight),
                                 torch.cat([w(a.q_proj), w(a.k_proj), w(a.v_proj)]), qkv_b,
-                                w(a.o_proj), a.o_proj.bias, layer.post_attention_layernorm.weight,
+                                w(a.o_proj), w(a.o_proj.bias), w(layer.post_attention_layernorm.weight),
                                 torch.cat([w(mlp.gate_proj), w(mlp.up_proj)]), w(mlp.down_proj)))
         p = self.embed
         # cos/sin of every position, from the module's own rotary layer, looked up per step. sin carries

@@ -14,6 +14,7 @@ from torch import Tensor
 
 from hybridrl import progress
 from hybridrl.models.forward import distinct_prompts, position_ids_of, prefill_distinct
+from hybridrl.models.precision import FP32, Precision
 from hybridrl.rollout.base import Generation, RolloutEngine, SamplingParams
 from hybridrl.rollout.keyed import KeyedDraws, uniforms
 
@@ -57,8 +58,9 @@ def choose_tokens(logits: Tensor, sampling: SamplingParams, u: Tensor | None) ->
 
 class HFRolloutEngine(RolloutEngine):
     def __init__(self, module, eos_token_ids: list[int], pad_token_id: int, seed: int = 0, max_num_seqs: int = 1024,
-                 share_prompts: bool = True, lean_decode: bool = True):
+                 share_prompts: bool = True, lean_decode: bool = True, precision: Precision = FP32):
         self.module = module
+        self.precision = precision  # rollout.dtype=bfloat16: bf16 prefill (autocast) and bf16 lean-decode weights
         self.lean_decode = lean_decode  # Llama-family decode steps without the module's machinery (rollout/decode.py)
         self.share_prompts = share_prompts  # prefill each distinct prompt once (models/forward.prefill_distinct)
         self.max_num_seqs = max_num_seqs  # responses per KV cache (rollout.max_num_seqs)
@@ -82,9 +84,10 @@ class HFRolloutEngine(RolloutEngine):
         # Chunks of max_num_seqs rows bound the KV cache; each response's draws depend on its key only
         # (rollout/keyed.py), so chunking never changes what is sampled.
         m = self.max_num_seqs
-        parts = [self._generate(prompt_ids[i:i + m], prompt_mask[i:i + m], sampling, keys[i:i + m],
-                                _shifted(on_step, i))
-                 for i in range(0, len(prompt_ids), m)]
+        with self.precision.autocast():
+            parts = [self._generate(prompt_ids[i:i + m], prompt_mask[i:i + m], sampling, keys[i:i + m],
+                                    _shifted(on_step, i))
+                     for i in range(0, len(prompt_ids), m)]
         if len(parts) == 1:
             return parts[0]
         width = max(p.response_ids.shape[1] for p in parts)
@@ -116,13 +119,14 @@ class HFRolloutEngine(RolloutEngine):
         from hybridrl.rollout import decode
 
         if self.lean_decode and decode.supports(self.module):
-            lean = decode.LeanDecoder(self.module, len(attn), P + T)
+            dtype = self.precision.compute if self.precision.mixed else None  # None: the module's own
+            lean = decode.LeanDecoder(self.module, len(attn), P + T, dtype)
             for i, layer in enumerate(cache.layers):
                 lean.fill(i, layer.keys, layer.values)
             return lambda tokens, positions, slot: lean.step(tokens, positions, slot, attn[:, :slot + 1].bool())
         # The cache places each update after the last (transformers 5 dropped cache_position): the prompt
         # fills slots 0..P-1, decode step t slot P+t, the order in which they are called.
-        static = StaticCache(config=self.module.config, max_cache_len=P + T)
+        static = _static_cache(StaticCache, self.module.config, P + T, self.precision)
         for i, layer in enumerate(cache.layers):
             static.update(layer.keys, layer.values, i)
         return lambda tokens, positions, slot: self.module(
@@ -160,6 +164,21 @@ class HFRolloutEngine(RolloutEngine):
             next_pos = next_pos + 1
         self.module.train(was_training)
         return Generation(torch.stack(tokens, 1), torch.stack(masks, 1), torch.stack(logps, 1))
+
+
+def _static_cache(base, config, max_len: int, precision: Precision):
+    """A StaticCache of max_len positions; under bf16 autocast one storing keys and values in bf16: a rotary
+    model's keys come out of the rotary embedding in fp32 (bf16 projection times fp32 cos/sin) while its
+    values come out of a bf16 projection, and a static cache holds a single dtype."""
+    if not precision.mixed:
+        return base(config=config, max_cache_len=max_len)
+
+    class Cast(base):
+        def update(self, key_states, value_states, layer_idx, *args, **kwargs):
+            return super().update(key_states.to(precision.compute), value_states.to(precision.compute), layer_idx,
+                                  *args, **kwargs)
+
+    return Cast(config=config, max_cache_len=max_len)
 
 
 def _shifted(on_step: StepCallback | None, start: int) -> Callable[[int, Tensor, Tensor], Optional[Tensor]] | None:

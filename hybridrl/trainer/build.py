@@ -14,11 +14,16 @@ from hybridrl.algos.advantages import AdvantageParams
 from hybridrl.algos.kl_ctrl import KLController
 from hybridrl.algos.policy_losses import PolicyLossParams
 from hybridrl.config.levers import (
+    actor_dtypes,
     actor_update_batching,
+    critic_dtypes,
     critic_update_batching,
     critic_values_batching,
     log_prob_batching,
     ref_batching,
+    ref_compute_dtype,
+    ref_model_dtype,
+    rollout_compute_dtype,
 )
 from hybridrl.config.memory import check_memory
 from hybridrl.config.plan import BatchPlan, total_training_steps
@@ -49,6 +54,8 @@ from hybridrl.models.loading import (
 )
 from hybridrl.models.lora import CRITIC_KEY, POLICY_KEY, LoraSettings, apply_lora, base_policy, plain_state_dict
 from hybridrl.paths import check_output_folder
+from hybridrl.models.memory import enable_checkpointing, offload_optimizer_state, on_device
+from hybridrl.models.precision import DTYPES, Precision
 from hybridrl.rewards.manager import OverlongBuffer, RewardManager, RewardSettings
 from hybridrl.rewards.pool import FunctionRef, ScoringPool
 from hybridrl.rollout.base import SamplingParams
@@ -165,26 +172,48 @@ def _roles(cfg: RLConfig, plan: BatchPlan, total: int, tokenizer, log) -> tuple:
     return policy, reference, critic, None, None
 
 
-def _optimizer(module, opt, total: int):
-    """AdamW over the module's trainable parameters (with LoRA frozen weights get no AdamW state), and its schedule."""
+def _optimizer(module, opt, total: int, offload: bool = False):
+    """AdamW over the module's trainable parameters (with LoRA frozen weights get no AdamW state), and its
+    schedule; `offload`: its moments wait in host memory between steps (models/memory.py)."""
     params = [p for p in module.parameters() if p.requires_grad]
     warmup = warmup_steps_of(opt.lr_warmup_steps, opt.lr_warmup_steps_ratio, total)
-    return build_optimizer(params, opt.lr, opt.weight_decay, opt.betas, warmup, total, opt.warmup_style, opt.min_lr_ratio)
+    optimizer, scheduler = build_optimizer(params, opt.lr, opt.weight_decay, opt.betas, warmup, total,
+                                           opt.warmup_style, opt.min_lr_ratio)
+    if offload:
+        offload_optimizer_state(optimizer)
+    return optimizer, scheduler
+
+
+def _on_gpu(cfg: RLConfig, offload: bool) -> bool:
+    """An offload key takes effect only on a GPU: on a CPU everything is in host memory already."""
+    return offload and cfg.trainer.device != "cpu"
+
+
+def _trained_module(module, checkpointing: bool, strategy: str, dp: DataParallel, device: str, precision: Precision,
+                    param_offload: bool):
+    """The memory and precision levers of a trained role (policy, critic): activation checkpointing, then
+    its sharding with the role's precision and offload (before the optimizer: it must hold the sharded
+    parameters). Returns (module, sharding)."""
+    if checkpointing:
+        enable_checkpointing(module)
+    sharding = make_sharding(strategy, dp, device, precision, param_offload)
+    return sharding.wrap(module), sharding
 
 
 def build_policy(cfg: RLConfig, plan: BatchPlan, tokenizer, total: int, dp: DataParallel = SINGLE) -> Policy:
     d, arr = cfg.data, cfg.actor_rollout_ref
     actor, rollout = arr.actor, arr.rollout
-    device = cfg.trainer.device
-    module = load_causal_lm(arr.model.path, device)
+    fsdp = actor.fsdp_config
+    module = load_causal_lm(arr.model.path, "cpu" if _on_gpu(cfg, fsdp.param_offload) else cfg.trainer.device)
     check_context_length(module, d.max_prompt_length, d.max_response_length)
     if arr.model.lora_rank > 0:  # only the adapters train; the base weights are frozen (models/lora.py)
         with torch.random.fork_rng():  # the new A matrices' init depends on the seed only, not on earlier draws
             torch.manual_seed(cfg.trainer.seed)
             module = apply_lora(module, lora_settings(cfg))
-    sharding = make_sharding(actor.strategy, dp, device)
-    module = sharding.wrap(module)  # before the optimizer: it must hold the (sharded) parameters
-    optimizer, scheduler = _optimizer(module, actor.optim, total)
+    module, sharding = _trained_module(module, arr.model.enable_gradient_checkpointing, actor.strategy, dp,
+                                       cfg.trainer.device, Precision.of(*actor_dtypes(cfg), cfg.trainer.device),
+                                       _on_gpu(cfg, fsdp.param_offload))
+    optimizer, scheduler = _optimizer(module, actor.optim, total, _on_gpu(cfg, fsdp.optimizer_offload))
     engine = with_tools(_engine(cfg, module, tokenizer, sharding), tokenizer, arr.rollout.multi_turn)
     settings = UpdateSettings(
         mini_batch_size=plan.mini_batch_responses_per_worker, micro_batch_size=plan.micro_batch_responses_per_worker,
@@ -224,7 +253,8 @@ def _engine(cfg: RLConfig, module, tokenizer, sharding):
     if rollout.name == "hf":
         return HFRolloutEngine(module, eos, tokenizer.pad_token_id, seed=seed, max_num_seqs=rollout.max_num_seqs,
                                share_prompts=cfg.actor_rollout_ref.model.share_prompt_prefix,
-                               lean_decode=rollout.lean_decode)
+                               lean_decode=rollout.lean_decode,
+                               precision=Precision.of(rollout_compute_dtype(cfg), device=cfg.trainer.device))
     from hybridrl.rollout.vllm import VLLMRolloutEngine, VLLMSettings
 
     d, tr = cfg.data, cfg.trainer
@@ -239,16 +269,17 @@ def _engine(cfg: RLConfig, module, tokenizer, sharding):
 
 def build_critic(cfg: RLConfig, total: int, dp: DataParallel = SINGLE) -> Critic:
     c = cfg.critic
-    plan = critic_batch_plan(cfg)
+    plan, fsdp = critic_batch_plan(cfg), c.model.fsdp_config
     with torch.random.fork_rng():  # the new value head's (and A matrices') init depends on the seed only
         torch.manual_seed(cfg.trainer.seed)
         module = load_value_model(c.model.path or cfg.actor_rollout_ref.model.path, "critic.model.path",
-                                  cfg.trainer.device)
+                                  "cpu" if _on_gpu(cfg, fsdp.param_offload) else cfg.trainer.device)
         if c.model.lora_rank > 0:  # adapters and the head train; the base weights are frozen (models/lora.py)
             module = apply_lora(module, critic_lora_settings(cfg))
-    sharding = make_sharding(c.strategy, dp, cfg.trainer.device)
-    module = sharding.wrap(module)
-    optimizer, scheduler = _optimizer(module, c.optim, total)
+    module, sharding = _trained_module(module, c.model.enable_gradient_checkpointing, c.strategy, dp,
+                                       cfg.trainer.device, Precision.of(*critic_dtypes(cfg), cfg.trainer.device),
+                                       _on_gpu(cfg, fsdp.param_offload))
+    optimizer, scheduler = _optimizer(module, c.optim, total, _on_gpu(cfg, fsdp.optimizer_offload))
     settings = CriticSettings(
         mini_batch_size=plan.mini_batch_responses_per_worker, micro_batch_size=plan.micro_batch_responses_per_worker,
         forward_micro_batch_size=c.forward_micro_batch_size_per_gpu, ppo_epochs=plan.ppo_epochs, shuffle=c.shuffle,
@@ -260,16 +291,22 @@ def build_critic(cfg: RLConfig, total: int, dp: DataParallel = SINGLE) -> Critic
 
 
 def build_reference(cfg: RLConfig, policy: Optional[Policy] = None) -> Reference:
-    """A frozen copy of the initial weights, built only when a KL term needs it. With LoRA the
-    policy's own module with its adapter off (the base model, also with lora_adapter_path): no copy."""
-    arr = cfg.actor_rollout_ref
+    """A frozen copy of the initial weights, built only when a KL term needs it, in ref.fsdp_config's
+    model_dtype (bf16: half the memory) and, with param_offload on a GPU, waiting in host memory between
+    its passes. With LoRA the policy's own module with its adapter off (the base model, also with
+    lora_adapter_path): no copy, so only its compute dtype applies."""
+    arr, device = cfg.actor_rollout_ref, cfg.trainer.device
+    precision = Precision.of(ref_compute_dtype(cfg), device=device)
     if arr.model.lora_rank > 0:
         if policy is None:
             raise ValueError("a LoRA reference is the policy's module: pass the policy")
         return Reference(policy.module, arr.rollout.temperature, ref_batching(cfg), policy_layout(cfg, policy.module),
-                         view=functools.partial(base_policy, policy.module))
-    module = load_causal_lm(arr.model.path, cfg.trainer.device)
-    return Reference(module, arr.rollout.temperature, ref_batching(cfg), policy_layout(cfg, module))
+                         view=functools.partial(base_policy, policy.module), precision=precision)
+    offload = _on_gpu(cfg, arr.ref.fsdp_config.param_offload)
+    module = load_causal_lm(arr.model.path, "cpu" if offload else device, DTYPES[ref_model_dtype(cfg)])
+    view = functools.partial(on_device, module.eval().requires_grad_(False), device) if offload else None
+    return Reference(module, arr.rollout.temperature, ref_batching(cfg), policy_layout(cfg, module), view=view,
+                     precision=precision)
 
 
 def lora_settings(cfg: RLConfig) -> LoraSettings:

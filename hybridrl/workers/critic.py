@@ -57,7 +57,7 @@ class Critic(UpdatingWorker[CriticBatch]):
         s = self.settings
         batching = MicroBatching(s.forward_micro_batch_size, s.forward_max_tokens)
         self.module.eval()
-        with self.sharding.gathered(self.module):
+        with self.sharding.gathered(self.module), self.precision.autocast():
             return batched_values(self.module, to_device(seqs, self.device),
                                   lambda part: micro_batch_rows_of(part, batching, False), s.layout).cpu()
 
@@ -70,7 +70,8 @@ class Critic(UpdatingWorker[CriticBatch]):
 
         def micro_loss(micro: CriticBatch) -> Tensor:
             mask = micro.seqs.response_mask
-            vpreds = response_values(self.module, micro.seqs, s.layout)
+            with self.precision.autocast():
+                vpreds = response_values(self.module, micro.seqs, s.layout)
             out = clipped_value_loss(vpreds, micro.values, micro.returns, s.cliprange_value)
             loss = reduce_loss(out.loss, mask, s.loss_agg_mode, scale)
             stats["critic/vf_loss"] += loss.item()

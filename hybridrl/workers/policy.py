@@ -119,7 +119,7 @@ class Policy(UpdatingWorker[TrainBatch]):
         """[N, T] log π of each response token under the current weights, without gradients."""
         s = self.settings
         rows = lambda part: micro_batch_rows_of(part, s.log_prob_batching, s.layout.share_prompts)  # noqa: E731
-        with self.sharding.gathered(self.module):
+        with self.sharding.gathered(self.module), self.precision.autocast():
             return batched_log_probs(self.module, to_device(seqs, self.device), s.temperature, rows, s.layout).cpu()
 
     def _optimizer_step(self, mini: TrainBatch) -> dict[str, float]:
@@ -146,8 +146,9 @@ class Policy(UpdatingWorker[TrainBatch]):
         """The micro-batch's share of the mini-batch loss, and its share of each metric."""
         s = self.settings
         mask = micro.seqs.response_mask
-        log_probs, entropy = response_log_probs(self.module, micro.seqs, s.temperature, with_entropy=True,
-                                                 layout=s.layout)
+        with self.precision.autocast():  # the backward replays the forward's casts; the loss math below is fp32
+            log_probs, entropy = response_log_probs(self.module, micro.seqs, s.temperature, with_entropy=True,
+                                                     layout=s.layout)
         old = micro.old_log_probs if micro.old_log_probs is not None else log_probs.detach()
         out = POLICY_LOSSES.get(s.loss_mode)(log_probs, old, micro.advantages, mask, s.loss_params)
         token_loss, is_stats = out.loss, {}

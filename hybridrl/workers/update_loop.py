@@ -15,7 +15,8 @@ from hybridrl.batching import groups_of, micro_batch_rows
 from hybridrl.config.levers import MicroBatching
 from hybridrl.distributed.dp import DataParallel
 from hybridrl.distributed.sharding import Sharding
-from hybridrl.models.forward import device_of, distinct_prompts
+from hybridrl.models.forward import distinct_prompts
+from hybridrl.models.precision import Precision
 from hybridrl.models.lora import is_lora, load_adapter_weights
 
 B = TypeVar("B")
@@ -81,8 +82,14 @@ class UpdatingWorker(Generic[B]):
 
     @property
     def device(self) -> torch.device:
-        """Where the module lives; batches arrive on the CPU and are moved here."""
-        return device_of(self.module)
+        """Where the forwards run (with the module, or the GPU of host-offloaded FSDP2 shards); batches
+        arrive on the CPU and are moved here."""
+        return self.sharding.compute_device(self.module)
+
+    @property
+    def precision(self) -> Precision:
+        """The compute dtype the role's forwards run in (its sharding's, models/precision.py)."""
+        return self.sharding.precision
 
     def _micro_batches(self, batch: B, batching: MicroBatching, keep_groups: bool) -> list[B]:
         """A mini-batch's micro-batches for forward + backward. With a token budget the count can differ
