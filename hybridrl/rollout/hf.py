@@ -118,11 +118,13 @@ class HFRolloutEngine(RolloutEngine):
             lean = decode.LeanDecoder(self.module, len(attn), P + T)
             for i, layer in enumerate(cache.layers):
                 lean.fill(i, layer.keys, layer.values)
+                layer.keys = layer.values = None  # the prompt's cache is released as it is copied (memory)
             return lambda tokens, positions, slot: lean.step(tokens, positions, slot, attn[:, :slot + 1].bool())
         static = StaticCache(config=self.module.config, max_cache_len=P + T)
         where = torch.arange(P, device=attn.device)
         for i, layer in enumerate(cache.layers):
             static.update(layer.keys, layer.values, i, {"cache_position": where})
+            layer.keys = layer.values = None
         return lambda tokens, positions, slot: self.module(
             input_ids=tokens[:, None], attention_mask=attn, position_ids=positions[:, None], past_key_values=static,
             cache_position=torch.tensor([slot], device=attn.device), use_cache=True).logits[:, -1]
