@@ -55,6 +55,14 @@ class DataParallel:
                 g.copy_(flat[offset:offset + g.numel()].view_as(g))
                 offset += g.numel()
 
+    def max_over_ranks(self, value: int) -> int:
+        """The largest of every rank's `value` (e.g. micro-batches that every rank must run in lockstep)."""
+        if not self.active:
+            return value
+        t = torch.tensor([value], dtype=torch.int64)
+        dist.all_reduce(t, op=dist.ReduceOp.MAX, group=self.group)
+        return int(t)
+
     def reduce_stats(self, stats: dict[str, float]) -> dict[str, float]:
         """Per-rank shares of mini-batch metrics -> the mini-batch's: summed, `*_max` keys maxed."""
         if not self.active:

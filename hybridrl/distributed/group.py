@@ -23,7 +23,15 @@ import torch
 from torch import Tensor
 
 from hybridrl.batch import PromptBatch, Rollout, Sequences, TrainBatch, concat_rollouts, num_rows, select
+from hybridrl.batching import balanced_shards
 from hybridrl.config.plan import BatchPlan
+from hybridrl.config.levers import (
+    actor_update_batching,
+    critic_update_batching,
+    critic_values_batching,
+    log_prob_batching,
+    ref_batching,
+)
 from hybridrl.config.placement import pool_roles, pool_sizes
 from hybridrl.config.schema import RLConfig
 from hybridrl.config.validate import critic_batch_plan, needs_critic, needs_reference
@@ -97,17 +105,22 @@ class WorkerPool:
         """`call(actor).remote(*args)` on every rank; results in rank order."""
         return self.call(role, method, [call(a).remote(*args) for a in self.actors])
 
-    def update(self, role: str, call: Callable, batch, mini_per_worker: int) -> dict[str, float]:
+    def update(self, role: str, call: Callable, batch, mini_per_worker: int, balance: bool = False) -> dict[str, float]:
         """One training update on every rank: `call(actor)` is its remote update method, rank r gets its
-        slice of every mini-batch (update_rows); the ranks' metrics are already reduced: rank 0's."""
-        rows = update_rows(num_rows(batch), self.world, mini_per_worker)
+        share of every mini-batch (update_rows; `balance`: equal row counts with balanced tokens); the
+        ranks' metrics are already reduced: rank 0's."""
+        lengths = _lengths(batch) if balance else None
+        rows = update_rows(num_rows(batch), self.world, mini_per_worker, lengths)
         return self.call(role, "update", [call(a).remote(select(batch, r)) for a, r in zip(self.actors, rows)])[0]
 
-    def map_rows(self, role: str, method: str, call: Callable, batch) -> list:
-        """`call(actor)` is a worker's remote method; rank r gets its consecutive rows of `batch`;
-        the per-rank results in rank order."""
-        shards = [select(batch, rows) for rows in shard_rows(num_rows(batch), self.world)]
-        return self.call(role, method, [call(a).remote(s) for a, s in zip(self.actors, shards)])
+    def map_rows(self, role: str, method: str, call: Callable, batch, balance: bool = False) -> Tensor:
+        """`call(actor)` is a worker's remote method returning a [rows, ...] tensor; rank r gets its
+        consecutive rows of `batch` (`balance`: row counts within one, balanced by tokens); the results
+        concatenated in the batch's row order."""
+        n = num_rows(batch)
+        shards = balanced_shards(_lengths(batch), self.world) if balance else shard_rows(n, self.world)
+        out = torch.cat(self.call(role, method, [call(a).remote(select(batch, r)) for a, r in zip(self.actors, shards)]))
+        return out if not balance else out[torch.argsort(torch.cat(shards))]
 
     def _where(self) -> str:
         return "" if self.name == "actor" else f" of the {self.name} pool"
@@ -170,9 +183,11 @@ class RayRoles:
         nodes = {n for p in self.pools.values() for n in p.node_ids}
         log(f"backend=ray: {_pools_text(sizes)} ({threads} torch threads each) on {len(nodes)} node(s), "
             f"process group at {actor.address}:{actor.port}")
-        self.policy = PolicyGroup(actor, pad_id, plan.mini_batch_responses_per_worker)
-        self.reference = ReferenceGroup(actor) if needs_reference(cfg) else None
-        self.critic = (CriticGroup(self.pools.get("critic", actor), critic_batch_plan(cfg).mini_batch_responses_per_worker)
+        self.policy = PolicyGroup(actor, pad_id, plan.mini_batch_responses_per_worker,
+                                  actor_update_batching(cfg, 1).dynamic, log_prob_batching(cfg).dynamic)
+        self.reference = ReferenceGroup(actor, ref_batching(cfg).dynamic) if needs_reference(cfg) else None
+        self.critic = (CriticGroup(self.pools.get("critic", actor), critic_batch_plan(cfg).mini_batch_responses_per_worker,
+                                   critic_update_batching(cfg, 1).dynamic, critic_values_batching(cfg).dynamic)
                        if needs_critic(cfg) else None)
         self.reward_model = RewardModelGroup(self.pools["reward_model"]) if "reward_model" in self.pools else None
 
@@ -194,24 +209,36 @@ def _pools_text(sizes: dict[str, int]) -> str:
     return " + ".join(f"{n} {name} worker(s)" for name, n in sizes.items())
 
 
-def update_rows(n: int, world: int, mini_per_worker: int) -> list[torch.Tensor]:
-    """Rank r's rows of an n-row training batch: its 1/world slice of every mini-batch, so that
+def _lengths(batch) -> list[int]:
+    """Real tokens of each row (prompt + response) of a Sequences or a batch holding one in `seqs`."""
+    seqs = batch if isinstance(batch, Sequences) else batch.seqs
+    return seqs.attention_mask.sum(-1).tolist()
+
+
+def update_rows(n: int, world: int, mini_per_worker: int, lengths: list[int] | None = None) -> list[torch.Tensor]:
+    """Rank r's rows of an n-row training batch: its 1/world share of every mini-batch, so that
     mini-batch j over all ranks holds the rows mini-batch j holds in one process (n is a whole
-    number of mini-batches: the batch plan checks it). Without actor.shuffle the updates are then
-    those of one process."""
+    number of mini-batches: the batch plan checks it). The share is a consecutive slice, or with
+    `lengths` (token counts per row) the rows balanced by tokens (batching.balanced_shards), for
+    token-budget micro-batches. Without actor.shuffle the updates are then those of one process."""
     size = mini_per_worker * world
     if n % size:
         raise HybridRLError(f"{n} rows are not whole mini-batches of {size} (the batch plan should have refused this)")
-    return [torch.cat([torch.arange(j + r * mini_per_worker, j + (r + 1) * mini_per_worker) for j in range(0, n, size)])
-            for r in range(world)]
+    if lengths is None:
+        return [torch.cat([torch.arange(j + r * mini_per_worker, j + (r + 1) * mini_per_worker) for j in range(0, n, size)])
+                for r in range(world)]
+    shards = [balanced_shards(lengths[j:j + size], world) for j in range(0, n, size)]
+    return [torch.cat([j * size + s[r] for j, s in enumerate(shards)]) for r in range(world)]
 
 
 class PolicyGroup:
     """The policy of every rank, with the local Policy's methods. State calls go to every rank: under
     fsdp2 gathering the whole weights is a collective; rank 0's answer speaks for all."""
 
-    def __init__(self, pool: WorkerPool, pad_id: int, mini_per_worker: int):
+    def __init__(self, pool: WorkerPool, pad_id: int, mini_per_worker: int, balance_update: bool = False,
+                 balance_log_probs: bool = False):
         self.pool, self.pad_id, self.mini_per_worker = pool, pad_id, mini_per_worker
+        self.balance_update, self.balance_log_probs = balance_update, balance_log_probs  # token-budget passes
 
     def generate(self, prompts: PromptBatch, n: int, sampling: SamplingParams, stream: str = "train") -> Rollout:
         shards = shard_rows(len(prompts.index), self.pool.world)
@@ -221,10 +248,10 @@ class PolicyGroup:
         return concat_rollouts(parts, self.pad_id)
 
     def log_probs(self, seqs: Sequences) -> Tensor:
-        return torch.cat(self.pool.map_rows("policy", "log_probs", lambda a: a.policy_log_probs, seqs))
+        return self.pool.map_rows("policy", "log_probs", lambda a: a.policy_log_probs, seqs, self.balance_log_probs)
 
     def update(self, batch: TrainBatch) -> dict[str, float]:
-        return self.pool.update("policy", lambda a: a.policy_update, batch, self.mini_per_worker)
+        return self.pool.update("policy", lambda a: a.policy_update, batch, self.mini_per_worker, self.balance_update)
 
     def model_shape(self) -> ModelShape:
         return self.pool.call("policy", "model_shape", [self.pool.actors[0].model_shape.remote()])[0]
@@ -243,24 +270,25 @@ class PolicyGroup:
 
 
 class ReferenceGroup:
-    def __init__(self, pool: WorkerPool):
-        self.pool = pool
+    def __init__(self, pool: WorkerPool, balance: bool = False):
+        self.pool, self.balance = pool, balance
 
     def log_probs(self, seqs: Sequences) -> Tensor:
-        return torch.cat(self.pool.map_rows("reference", "log_probs", lambda a: a.reference_log_probs, seqs))
+        return self.pool.map_rows("reference", "log_probs", lambda a: a.reference_log_probs, seqs, self.balance)
 
 
 class CriticGroup:
     """The critic of every rank of its pool (the actor pool, or its own with critic.n_workers)."""
 
-    def __init__(self, pool: WorkerPool, mini_per_worker: int):
+    def __init__(self, pool: WorkerPool, mini_per_worker: int, balance_update: bool = False, balance_values: bool = False):
         self.pool, self.mini_per_worker = pool, mini_per_worker
+        self.balance_update, self.balance_values = balance_update, balance_values  # token-budget passes
 
     def values(self, seqs: Sequences) -> Tensor:
-        return torch.cat(self.pool.map_rows("critic", "values", lambda a: a.critic_values, seqs))
+        return self.pool.map_rows("critic", "values", lambda a: a.critic_values, seqs, self.balance_values)
 
     def update(self, batch: CriticBatch) -> dict[str, float]:
-        return self.pool.update("critic", lambda a: a.critic_update, batch, self.mini_per_worker)
+        return self.pool.update("critic", lambda a: a.critic_update, batch, self.mini_per_worker, self.balance_update)
 
     def state_dict(self) -> dict:
         return self.pool.call_all("critic", "state_dict", lambda a: a.critic_state)[0]

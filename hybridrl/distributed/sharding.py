@@ -35,6 +35,8 @@ STRATEGIES = ("ddp", "fsdp2", "fsdp")  # fsdp: verl's name, sharded here with FS
 class Replicated:
     """`ddp`: a whole copy per rank."""
 
+    lockstep_forwards = False  # gradients cross ranks once per mini-batch: ranks may run different micro-batch counts
+
     def __init__(self, dp: DataParallel = SINGLE):
         self.dp = dp
 
@@ -101,6 +103,8 @@ def _fsdp_modules(module: torch.nn.Module) -> list:
 
 class FullyShard:
     """`fsdp2`: parameters, gradients and optimizer state sharded over the ranks (torch FSDP2)."""
+
+    lockstep_forwards = True  # each training forward all-gathers every layer: ranks run the same micro-batch count
 
     def __init__(self, dp: DataParallel, device_type: str = "cpu"):
         self.dp, self.device_type = dp, device_type

@@ -13,6 +13,13 @@ from omegaconf import OmegaConf
 from hybridrl.algos.advantages import AdvantageParams
 from hybridrl.algos.kl_ctrl import KLController
 from hybridrl.algos.policy_losses import PolicyLossParams
+from hybridrl.config.levers import (
+    actor_update_batching,
+    critic_update_batching,
+    critic_values_batching,
+    log_prob_batching,
+    ref_batching,
+)
 from hybridrl.config.memory import check_memory
 from hybridrl.config.plan import BatchPlan, total_training_steps
 from hybridrl.config.schema import RLConfig
@@ -29,6 +36,7 @@ from hybridrl.distributed.dp import SINGLE, DataParallel
 from hybridrl.distributed.sharding import make_sharding
 from hybridrl.errors import ConfigError
 from hybridrl.models.flops import ModelShape
+from hybridrl.models.forward import Layout
 from hybridrl.models.loading import (
     check_context_length,
     eos_token_ids,
@@ -166,8 +174,21 @@ def build_policy(cfg: RLConfig, plan: BatchPlan, tokenizer, total: int, dp: Data
         temperature=rollout.temperature, log_prob_micro_batch_size=rollout.log_prob_micro_batch_size_per_gpu,
         rollout_is=cfg.algorithm.rollout_correction.rollout_is,
         rollout_is_threshold=cfg.algorithm.rollout_correction.rollout_is_threshold,
-        share_prompts=arr.model.share_prompt_prefix)
+        layout=policy_layout(cfg, module), max_tokens=actor_update_batching(cfg, 1).max_tokens,
+        log_prob_max_tokens=log_prob_batching(cfg).max_tokens)
     return Policy(module, optimizer, scheduler, engine, settings, seed=cfg.trainer.seed, sharding=sharding)
+
+
+def policy_layout(cfg: RLConfig, module) -> Layout:
+    """How the policy's and the reference's micro-batches enter the model (models/forward.py)."""
+    m = cfg.actor_rollout_ref.model
+    return Layout(share_prompts=m.share_prompt_prefix, packed=m.use_remove_padding, pack_width=_width(module))
+
+
+def _width(module) -> int:
+    """The model's hidden size: the packed row length (forward.Layout.pack_width)."""
+    config = getattr(module, "config", None)
+    return int(getattr(config.get_text_config(), "hidden_size", 0) or 0) if config is not None else 0
 
 
 def _engine(cfg: RLConfig, module, tokenizer, sharding):
@@ -206,7 +227,10 @@ def build_critic(cfg: RLConfig, total: int, dp: DataParallel = SINGLE) -> Critic
     settings = CriticSettings(
         mini_batch_size=plan.mini_batch_responses_per_worker, micro_batch_size=plan.micro_batch_responses_per_worker,
         forward_micro_batch_size=c.forward_micro_batch_size_per_gpu, ppo_epochs=plan.ppo_epochs, shuffle=c.shuffle,
-        cliprange_value=c.cliprange_value, loss_agg_mode=c.loss_agg_mode, grad_clip=c.grad_clip)
+        cliprange_value=c.cliprange_value, loss_agg_mode=c.loss_agg_mode, grad_clip=c.grad_clip,
+        layout=Layout(packed=c.model.use_remove_padding, pack_width=_width(module)),
+        max_tokens=critic_update_batching(cfg, 1).max_tokens,
+        forward_max_tokens=critic_values_batching(cfg).max_tokens)
     return Critic(module, optimizer, scheduler, settings, seed=cfg.trainer.seed, sharding=sharding)
 
 
@@ -214,12 +238,13 @@ def build_reference(cfg: RLConfig, policy: Optional[Policy] = None) -> Reference
     """A frozen copy of the initial weights, built only when a KL term needs it. With LoRA the
     policy's own module with its adapter off (the base model, also with lora_adapter_path): no copy."""
     arr = cfg.actor_rollout_ref
-    settings = (arr.rollout.temperature, arr.ref.log_prob_micro_batch_size_per_gpu, arr.model.share_prompt_prefix)
     if arr.model.lora_rank > 0:
         if policy is None:
             raise ValueError("a LoRA reference is the policy's module: pass the policy")
-        return Reference(policy.module, *settings, view=functools.partial(base_policy, policy.module))
-    return Reference(load_causal_lm(arr.model.path, cfg.trainer.device), *settings)
+        return Reference(policy.module, arr.rollout.temperature, ref_batching(cfg), policy_layout(cfg, policy.module),
+                         view=functools.partial(base_policy, policy.module))
+    module = load_causal_lm(arr.model.path, cfg.trainer.device)
+    return Reference(module, arr.rollout.temperature, ref_batching(cfg), policy_layout(cfg, module))
 
 
 def lora_settings(cfg: RLConfig) -> LoraSettings:

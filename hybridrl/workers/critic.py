@@ -10,11 +10,12 @@ from torch import Tensor
 
 from hybridrl.algos.reduce import reduce_loss
 from hybridrl.algos.value_loss import clipped_value_loss
-from hybridrl.batch import Sequences, split, to_device
+from hybridrl.batch import Sequences, to_device
+from hybridrl.config.levers import MicroBatching
 from hybridrl.distributed.sharding import Replicated, Sharding
-from hybridrl.models.forward import batched_values, response_values
+from hybridrl.models.forward import PLAIN, Layout, batched_values, response_values
 from hybridrl.models.lora import CRITIC_KEY
-from hybridrl.workers.update_loop import UpdatingWorker, clip_and_step
+from hybridrl.workers.update_loop import UpdatingWorker, clip_and_step, micro_batch_rows_of
 
 
 @dataclass(frozen=True)
@@ -27,6 +28,9 @@ class CriticSettings:
     cliprange_value: float
     loss_agg_mode: str  # LOSS_AGG_MODES name
     grad_clip: float
+    layout: Layout = PLAIN  # packing (critic.model.use_remove_padding); the critic runs each row's prompt itself
+    max_tokens: int | None = None  # use_dynamic_bsz: update micro-batches of at most this many tokens
+    forward_max_tokens: int | None = None  # ... and value forwards
 
 
 @dataclass
@@ -50,9 +54,12 @@ class Critic(UpdatingWorker[CriticBatch]):
 
     def values(self, seqs: Sequences) -> Tensor:
         """[N, T] V(s_t) under the current weights, without gradients."""
+        s = self.settings
+        batching = MicroBatching(s.forward_micro_batch_size, s.forward_max_tokens)
         self.module.eval()
         with self.sharding.gathered(self.module):
-            return batched_values(self.module, to_device(seqs, self.device), self.settings.forward_micro_batch_size).cpu()
+            return batched_values(self.module, to_device(seqs, self.device),
+                                  lambda part: micro_batch_rows_of(part, batching, False), s.layout).cpu()
 
     def _optimizer_step(self, mini: CriticBatch) -> dict[str, float]:
         s = self.settings
@@ -63,7 +70,7 @@ class Critic(UpdatingWorker[CriticBatch]):
 
         def micro_loss(micro: CriticBatch) -> Tensor:
             mask = micro.seqs.response_mask
-            vpreds = response_values(self.module, micro.seqs)
+            vpreds = response_values(self.module, micro.seqs, s.layout)
             out = clipped_value_loss(vpreds, micro.values, micro.returns, s.cliprange_value)
             loss = reduce_loss(out.loss, mask, s.loss_agg_mode, scale)
             stats["critic/vf_loss"] += loss.item()
@@ -71,7 +78,7 @@ class Critic(UpdatingWorker[CriticBatch]):
             stats["critic/vpred_mean"] += reduce_loss(vpreds.detach(), mask, "token-mean", scale).item()
             return loss
 
-        self._backward_all(split(mini, s.micro_batch_size), micro_loss)
+        self._backward_all(self._micro_batches(mini, MicroBatching(s.micro_batch_size, s.max_tokens), False), micro_loss)
         stats = self.dp.reduce_stats(dict(stats))
         stats["critic/grad_norm"] = clip_and_step(self.module.parameters(), self.optimizer, s.grad_clip)
         stats["critic/lr"] = self.optimizer.param_groups[0]["lr"]

@@ -14,13 +14,14 @@ from hybridrl.algos.kl import kl_penalty
 from hybridrl.algos.policy_losses import POLICY_LOSSES, PolicyLossParams
 from hybridrl.algos.reduce import LossScale, reduce_loss
 from hybridrl.algos.rollout_correction import rollout_is_weights
-from hybridrl.batch import PromptBatch, Rollout, Sequences, TrainBatch, split, to_device
+from hybridrl.batch import PromptBatch, Rollout, Sequences, TrainBatch, to_device
+from hybridrl.config.levers import MicroBatching
 from hybridrl.distributed.sharding import Replicated, Sharding
 from hybridrl.models.flops import ModelShape
-from hybridrl.models.forward import batched_log_probs, response_log_probs
+from hybridrl.models.forward import PLAIN, Layout, batched_log_probs, response_log_probs
 from hybridrl.models.lora import POLICY_KEY, plain_state_dict
 from hybridrl.rollout.base import RolloutEngine, SamplingParams, generate_rollout
-from hybridrl.workers.update_loop import UpdatingWorker, clip_and_step
+from hybridrl.workers.update_loop import UpdatingWorker, clip_and_step, micro_batch_rows_of
 
 
 @dataclass(frozen=True)
@@ -42,7 +43,17 @@ class UpdateSettings:
     log_prob_micro_batch_size: int
     rollout_is: str | None = None  # ROLLOUT_IS level (token | sequence), None: no rollout correction
     rollout_is_threshold: float = 2.0
-    share_prompts: bool = False  # one forward per distinct prompt per micro-batch (models/forward.prefill_distinct)
+    layout: Layout = PLAIN  # how a micro-batch enters the model: prompt sharing, packing (models/forward.py)
+    max_tokens: int | None = None  # use_dynamic_bsz: update micro-batches of at most this many tokens, not micro_batch_size
+    log_prob_max_tokens: int | None = None  # log_prob_use_dynamic_bsz: the same for the log-prob pass
+
+    @property
+    def update_batching(self) -> MicroBatching:
+        return MicroBatching(self.micro_batch_size, self.max_tokens)
+
+    @property
+    def log_prob_batching(self) -> MicroBatching:
+        return MicroBatching(self.log_prob_micro_batch_size, self.log_prob_max_tokens)
 
 
 class Policy(UpdatingWorker[TrainBatch]):
@@ -106,9 +117,10 @@ class Policy(UpdatingWorker[TrainBatch]):
 
     def log_probs(self, seqs: Sequences) -> Tensor:
         """[N, T] log π of each response token under the current weights, without gradients."""
+        s = self.settings
+        rows = lambda part: micro_batch_rows_of(part, s.log_prob_batching, s.layout.share_prompts)  # noqa: E731
         with self.sharding.gathered(self.module):
-            return batched_log_probs(self.module, to_device(seqs, self.device), self.settings.temperature,
-                                     self.settings.log_prob_micro_batch_size, self.settings.share_prompts).cpu()
+            return batched_log_probs(self.module, to_device(seqs, self.device), s.temperature, rows, s.layout).cpu()
 
     def _optimizer_step(self, mini: TrainBatch) -> dict[str, float]:
         # Normalize by the whole mini-batch (over every data-parallel rank) so accumulated
@@ -123,7 +135,8 @@ class Policy(UpdatingWorker[TrainBatch]):
                 stats[key] = max(stats[key], value) if key.endswith("_max") else stats[key] + value
             return loss
 
-        self._backward_all(split(mini, self.settings.micro_batch_size), micro_loss)
+        self._backward_all(self._micro_batches(mini, self.settings.update_batching, self.settings.layout.share_prompts),
+                           micro_loss)
         stats = self.dp.reduce_stats(dict(stats))
         stats["actor/grad_norm"] = clip_and_step(self.module.parameters(), self.optimizer, self.settings.grad_clip)
         stats["actor/lr"] = self.optimizer.param_groups[0]["lr"]
@@ -134,7 +147,7 @@ class Policy(UpdatingWorker[TrainBatch]):
         s = self.settings
         mask = micro.seqs.response_mask
         log_probs, entropy = response_log_probs(self.module, micro.seqs, s.temperature, with_entropy=True,
-                                                 share_prompts=s.share_prompts)
+                                                 layout=s.layout)
         old = micro.old_log_probs if micro.old_log_probs is not None else log_probs.detach()
         out = POLICY_LOSSES.get(s.loss_mode)(log_probs, old, micro.advantages, mask, s.loss_params)
         token_loss, is_stats = out.loss, {}

@@ -7,11 +7,14 @@ from collections import defaultdict
 from typing import Callable, Generic, Iterable, TypeVar
 
 import torch
+from torch import Tensor
 
-from hybridrl.batch import num_rows, select, split, to_device
+from hybridrl.batch import Sequences, num_rows, select, split, to_device
+from hybridrl.batching import groups_of, micro_batch_rows
+from hybridrl.config.levers import MicroBatching
 from hybridrl.distributed.dp import DataParallel
 from hybridrl.distributed.sharding import Sharding
-from hybridrl.models.forward import device_of
+from hybridrl.models.forward import device_of, distinct_prompts
 from hybridrl.models.lora import is_lora, load_adapter_weights
 
 B = TypeVar("B")
@@ -29,6 +32,22 @@ def run_epochs(batch: B, mini_batch_size: int, epochs: int, shuffle: bool, gener
             for key, value in optimizer_step(mini).items():
                 per_step[key].append(value)
     return {k: (max(v) if k.endswith("_max") else sum(v) / len(v)) for k, v in per_step.items()}
+
+
+def seqs_of(batch) -> Sequences:
+    """The token ids of a batch (a Sequences, or a training batch holding one in `seqs`)."""
+    return batch if isinstance(batch, Sequences) else batch.seqs
+
+
+def micro_batch_rows_of(seqs: Sequences, batching: MicroBatching, keep_groups: bool, min_count: int = 1) -> list[Tensor]:
+    """Each micro-batch's rows of `seqs` (batching.py): fixed size, or by token budget with the rows of one
+    prompt kept together when `keep_groups` (prompt sharing then runs each prompt once)."""
+    lengths = seqs.attention_mask.sum(-1).tolist()  # real tokens of each row, prompt + response
+    groups = None
+    if keep_groups and batching.dynamic:
+        P = seqs.input_ids.shape[1] - seqs.response_mask.shape[1]
+        groups = groups_of(distinct_prompts(seqs.input_ids[:, :P], seqs.attention_mask[:, :P])[1].tolist())
+    return micro_batch_rows(lengths, batching, groups, min_count)
 
 
 def clip_and_step(params: Iterable[torch.nn.Parameter], optimizer: torch.optim.Optimizer, grad_clip: float) -> float:
@@ -63,6 +82,18 @@ class UpdatingWorker(Generic[B]):
     def device(self) -> torch.device:
         """Where the module lives; batches arrive on the CPU and are moved here."""
         return device_of(self.module)
+
+    def _micro_batches(self, batch: B, batching: MicroBatching, keep_groups: bool) -> list[B]:
+        """A mini-batch's micro-batches for forward + backward. With a token budget the count can differ
+        by rank; a sharded (fsdp2) module all-gathers in every forward, so there every rank runs the
+        largest count."""
+        if not batching.dynamic:
+            return split(batch, batching.size)
+        seqs = seqs_of(batch)
+        rows = micro_batch_rows_of(seqs, batching, keep_groups)
+        if self.sharding.lockstep_forwards:
+            rows = micro_batch_rows_of(seqs, batching, keep_groups, self.dp.max_over_ranks(len(rows)))
+        return [select(batch, r) for r in rows]
 
     def _backward_all(self, micros: list[B], micro_loss: Callable[[B], torch.Tensor]) -> None:
         """Backward every micro-batch's loss; gradients cross ranks once, after the last one."""

@@ -11,7 +11,7 @@ import sys
 import pytest
 import torch
 
-from hybridrl.models.forward import batched_log_probs
+from hybridrl.models.forward import Layout, batched_log_probs
 from hybridrl.models.loading import load_causal_lm
 from hybridrl.trainer import checkpoint
 
@@ -45,7 +45,7 @@ def test_only_the_adapters_change_and_the_reference_is_the_base_model(arith_data
     # the reference (adapter off) is the untouched base model, no second copy of the weights
     assert run.reference.module is module
     rollout_seqs = run.policy.generate(run.train_data.collate(list(range(4)), run.pad_id), 2, run.sampling).sequences()
-    want = batched_log_probs(load_causal_lm("tiny-arith").eval(), rollout_seqs, 1.0, 256, share_prompts=True)
+    want = batched_log_probs(load_causal_lm("tiny-arith").eval(), rollout_seqs, 1.0, 256, Layout(True))
     # equal up to float rounding (the two modules' forwards may pick different kernels), far closer than the policy
     torch.testing.assert_close(run.reference.log_probs(rollout_seqs), want, rtol=0, atol=1e-4)
     assert (run.policy.log_probs(rollout_seqs) - want).abs().max() > 1e-2

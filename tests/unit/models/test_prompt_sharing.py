@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from hybridrl.batch import Sequences
-from hybridrl.models.forward import batched_log_probs, distinct_prompts, response_log_probs
+from hybridrl.models.forward import Layout, batched_log_probs, distinct_prompts, response_log_probs
 from hybridrl.models.loading import load_causal_lm
 
 
@@ -47,7 +47,7 @@ def test_shared_forward_gives_the_same_log_probs_and_gradients(model, T):
     grads = []
     for share in (False, True):
         model.zero_grad()
-        lp, ent = response_log_probs(model, seqs, temperature=0.7, with_entropy=True, share_prompts=share)
+        lp, ent = response_log_probs(model, seqs, temperature=0.7, with_entropy=True, layout=Layout(share))
         (lp.sum() + 0.1 * ent.sum()).backward()
         grads.append((lp.detach(), [p.grad.clone() for p in model.parameters()]))
     (plain, g_plain), (shared, g_shared) = grads
@@ -60,7 +60,7 @@ def test_shared_forward_gives_the_same_log_probs_and_gradients(model, T):
 
 def test_shared_forward_with_all_prompts_distinct_and_in_micro_batches(model):
     seqs = grouped_batch([[5, 6, 7], [8, 9], [10, 11, 12, 13]], n=1, T=5, seed=1)
-    assert torch.allclose(batched_log_probs(model, seqs, 1.0, 2), batched_log_probs(model, seqs, 1.0, 2, True),
+    assert torch.allclose(batched_log_probs(model, seqs, 1.0, 2), batched_log_probs(model, seqs, 1.0, 2, Layout(True)),
                           atol=1e-5)
 
 
@@ -74,6 +74,6 @@ def test_shared_backward_is_bit_reproducible():
     grads = []
     for _ in range(3):
         model.zero_grad()
-        response_log_probs(model, seqs, share_prompts=True)[0].sum().backward()
+        response_log_probs(model, seqs, layout=Layout(True))[0].sum().backward()
         grads.append([p.grad.clone() for p in model.parameters()])
     assert all(torch.equal(a, b) for g in grads[1:] for a, b in zip(grads[0], g))

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from hybridrl.batch import Sequences
-from hybridrl.models.forward import batched_values, response_values
+from hybridrl.models.forward import Layout, batched_values, response_values
 from hybridrl.models.loading import load_value_model
 from hybridrl.trainer.optim import build_optimizer
 from hybridrl.workers.critic import Critic, CriticBatch, CriticSettings
@@ -21,14 +21,39 @@ def critic_batch(vocab: int) -> CriticBatch:
     return CriticBatch(Sequences(ids, attn, response_mask), values, returns)
 
 
-def grads_after_update(model_dir: str, micro: int, mode: str) -> tuple[list[torch.Tensor], dict]:
+def grads_after_update(model_dir: str, micro: int, mode: str, **kw) -> tuple[list[torch.Tensor], dict]:
     torch.manual_seed(0)
     module = load_value_model(model_dir, "critic.model.path")
     opt, sched = build_optimizer(module.parameters(), 0.0, 0.0, [0.9, 0.999], 0, 1, "constant", 0.0)  # lr 0: keep grads
     s = CriticSettings(mini_batch_size=8, micro_batch_size=micro, forward_micro_batch_size=8, ppo_epochs=1,
-                       shuffle=False, cliprange_value=0.2, loss_agg_mode=mode, grad_clip=1e9)
+                       shuffle=False, cliprange_value=0.2, loss_agg_mode=mode, grad_clip=1e9, **kw)
     metrics = Critic(module, opt, sched, s).update(critic_batch(module.config.vocab_size))
     return [p.grad.clone() for p in module.parameters()], metrics
+
+
+@pytest.mark.parametrize("packed", [False, True])
+@pytest.mark.parametrize("max_tokens", [None, 9, 25])
+def test_critic_packing_and_token_budgets_give_the_fixed_size_update(random_model_dir, packed, max_tokens):
+    full, m_full = grads_after_update(random_model_dir, 8, "token-mean")
+    got, m_got = grads_after_update(random_model_dir, 8, "token-mean", layout=Layout(packed=packed),
+                                    max_tokens=max_tokens, forward_max_tokens=max_tokens)
+    for a, b in zip(full, got):
+        torch.testing.assert_close(b, a, atol=1e-6, rtol=1e-4)
+    assert m_got["critic/vf_loss"] == pytest.approx(m_full["critic/vf_loss"], rel=1e-5)
+
+
+def test_critic_values_with_packing_and_budgets(random_model_dir):
+    torch.manual_seed(0)
+    module = load_value_model(random_model_dir, "critic.model.path")
+    opt, sched = build_optimizer(module.parameters(), 0.0, 0.0, [0.9, 0.999], 0, 1, "constant", 0.0)
+    seqs = critic_batch(module.config.vocab_size).seqs
+    values = []
+    for kw in ({}, dict(layout=Layout(packed=True), forward_max_tokens=9)):  # 9 tokens: one row per forward
+        s = CriticSettings(mini_batch_size=8, micro_batch_size=8, forward_micro_batch_size=3, ppo_epochs=1,
+                           shuffle=False, cliprange_value=0.2, loss_agg_mode="token-mean", grad_clip=1e9, **kw)
+        values.append(Critic(module, opt, sched, s).values(seqs))
+    torch.testing.assert_close(values[1], values[0], atol=1e-5, rtol=0)
+    assert values[0].abs().sum() > 0
 
 
 @pytest.mark.parametrize("mode", ["token-mean", "seq-mean-token-mean"])

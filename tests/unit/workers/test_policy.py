@@ -5,6 +5,8 @@ import torch
 
 from hybridrl.algos.policy_losses import PolicyLossParams
 from hybridrl.batch import Sequences, TrainBatch
+from hybridrl.config.levers import MicroBatching
+from hybridrl.models.forward import Layout
 from hybridrl.models.loading import load_causal_lm
 from hybridrl.trainer.optim import build_optimizer
 from hybridrl.workers.policy import Policy, UpdateSettings
@@ -47,3 +49,64 @@ def test_uneven_micro_batches_give_the_full_batch_gradient(random_model_dir, mod
     assert any(g.abs().sum() > 0 for g in full)
     for a, b in zip(full, parts):
         assert torch.allclose(a, b, atol=1e-6, rtol=1e-4)
+
+
+def grouped_batch(vocab: int) -> TrainBatch:
+    """3 prompts of 3-5 tokens (left-padded to 6) x 4 responses of 1-6 tokens: GRPO-shaped, uneven."""
+    g = torch.Generator().manual_seed(3)
+    prompts = [[5, 6, 7], [8, 9, 10, 11, 12], [13, 14, 15, 16]]
+    lengths = [[1, 6, 2, 4], [3, 3, 6, 1], [5, 2, 2, 6]]
+    P, T = 6, 6
+    ids, attn, resp = [], [], []
+    for p, ls in zip(prompts, lengths):
+        for n in ls:
+            r = torch.randint(3, vocab, (T,), generator=g)
+            live = (torch.arange(T) < n).long()
+            ids.append(torch.tensor([0] * (P - len(p)) + p + (r * live).tolist()))
+            attn.append(torch.cat([torch.tensor([0] * (P - len(p)) + [1] * len(p)), live]))
+            resp.append(live)
+    ids, attn, mask = torch.stack(ids), torch.stack(attn), torch.stack(resp)
+    adv = torch.randn(12, 1, generator=g) * mask
+    old = -torch.rand(12, T, generator=g) * mask
+    ref = -torch.rand(12, T, generator=g) * mask
+    return TrainBatch(Sequences(ids, attn, mask), adv, old, old, ref)
+
+
+def grouped_update(model_dir: str, s: UpdateSettings) -> tuple[list[torch.Tensor], dict, torch.Tensor]:
+    module = load_causal_lm(model_dir)
+    opt, sched = build_optimizer(module.parameters(), 0.0, 0.0, [0.9, 0.999], 0, 1, "constant", 0.0)  # lr 0: keep grads
+    policy = Policy(module, opt, sched, engine=None, settings=s)
+    b = grouped_batch(module.config.vocab_size)
+    metrics = policy.update(b)
+    log_probs = policy.log_probs(b.seqs)
+    return [p.grad.clone() for p in module.parameters()], metrics, log_probs
+
+
+@pytest.mark.parametrize("layout", [Layout(False, False), Layout(True, False), Layout(False, True), Layout(True, True)],
+                         ids=["padded", "shared", "packed", "packed+shared"])
+@pytest.mark.parametrize("max_tokens", [None, 11, 40])
+def test_layouts_and_token_budgets_give_the_fixed_size_update(random_model_dir, layout, max_tokens):
+    """Token-budget micro-batches (use_dynamic_bsz) and padding-free / shared-prompt layouts change how
+    the mini-batch is cut and laid out, never the gradient, the metrics or the log-probs."""
+    base = dict(mini_batch_size=12, log_prob_micro_batch_size=5)
+    want, m_want, lp_want = grouped_update(random_model_dir, settings(micro=12, **base))
+    got, m_got, lp_got = grouped_update(random_model_dir, settings(
+        micro=12, layout=layout, max_tokens=max_tokens, log_prob_max_tokens=max_tokens, **base))
+    assert any(g.abs().sum() > 0 for g in want)
+    for a, b in zip(want, got):
+        torch.testing.assert_close(b, a, atol=1e-6, rtol=1e-4)
+    torch.testing.assert_close(lp_got, lp_want, atol=1e-5, rtol=0)
+    for key in ("actor/pg_loss", "actor/entropy", "actor/kl_loss", "actor/pg_clipfrac"):
+        assert m_got[key] == pytest.approx(m_want[key], rel=1e-5, abs=1e-6), key
+
+
+def test_a_token_budget_cuts_the_mini_batch_into_more_micro_batches(random_model_dir):
+    """11 tokens (one sequence at most) per micro-batch: every row alone, so the budget is really used."""
+    from hybridrl.workers.update_loop import micro_batch_rows_of
+
+    seqs = grouped_batch(320).seqs
+    lengths = seqs.attention_mask.sum(-1).tolist()  # 4..11 tokens each, 87 in all
+    rows = micro_batch_rows_of(seqs, MicroBatching(12, 11), keep_groups=True)
+    assert len(rows) >= -(-sum(lengths) // 11) and all(sum(lengths[i] for i in r.tolist()) <= 11 for r in rows)
+    rows = micro_batch_rows_of(seqs, MicroBatching(12, 40), keep_groups=True)  # the 4 rows of a prompt fit: kept
+    assert all(any(set(range(4 * g, 4 * g + 4)) <= set(r.tolist()) for r in rows) for g in range(3))
