@@ -43,9 +43,11 @@ tiny-model: $(STAMP)
 
 # GRPO speed, TRL vs hybridrl (bench/speed.py); TRL lives in its own venv, bench/.venv-trl.
 # Writes bench/results/speed.{json,md}. ARGS go to bench/speed.py, e.g. ARGS="--quick --models tiny".
+# Then each scale lever's cost and saving on a variable-length batch (bench/levers.py -> bench/results/levers.*).
 bench: $(STAMP)
 	bash bench/setup_trl.sh
 	$(PY) bench/speed.py $(ARGS)
+	$(PY) bench/levers.py
 
 clean:
 	rm -rf $(VENV) build data checkpoints models *.egg-info

@@ -10,17 +10,23 @@ import argparse
 import functools
 import sys
 
+from hybridrl import progress
 from hybridrl.errors import HybridRLError
 
 
 def _keys_help(cls) -> str:
     from hybridrl.config.loader import field_type, type_name, valid_keys
+    from hybridrl.config.schema import RLConfig
 
     lines = ["config keys (override with key=value):"]
     defaults = cls()  # an instance, so a section's own defaults win (critic.optim.lr is not actor's lr)
     for key, f in valid_keys(cls).items():
         default = functools.reduce(getattr, key.split("."), defaults)
         lines.append(f"  {key} = {default!r}\n      {f.metadata.get('help', '')} ({type_name(field_type(cls, key))})")
+    if cls is RLConfig:
+        lines.append("verl keys without a field here (e.g. actor_rollout_ref.rollout.mode, *.megatron.*) are accepted "
+                     "where their value trains as hybridrl trains, and otherwise refused saying why and what to use "
+                     "instead: hybridrl/config/verl_key_table.py lists them. Hydra's +key=value and ++key=value work.")
     return "\n".join(lines)
 
 
@@ -160,11 +166,13 @@ def cmd_train(args) -> None:
 
     cfg = load_config(RLConfig, args.config, args.overrides)
     plan = validate_rl_config(cfg)
-    print(plan.describe())
-    run = build_run(cfg, plan)
-    print(f"{len(run.train_data)} training prompts, {run.total_steps} steps; run folder {run.run_dir}")
-    trainer = RLTrainer(run)
-    print(trainer.fit().line())
+    print(plan.describe(), flush=True)
+    with progress.reporting() as shown:  # from here on, what runs is shown (hybridrl/progress.py)
+        with progress.phase("setup"):  # tokenizing the data, loading the models, starting workers or engines
+            run = build_run(cfg, plan, log=shown.write)
+        shown.write(f"{len(run.train_data)} training prompts, {run.total_steps} steps; run folder {run.run_dir}")
+        summary = RLTrainer(run).fit()
+    print(summary.line())
 
 
 def cmd_plan(args) -> None:
@@ -186,18 +194,21 @@ def cmd_sft(args) -> None:
     from hybridrl.config.sft import SFTConfig
     from hybridrl.trainer.sft import run_sft
 
-    run_sft(load_config(SFTConfig, args.config, args.overrides))
+    cfg = load_config(SFTConfig, args.config, args.overrides)
+    with progress.reporting():  # one for the setup and the steps
+        run_sft(cfg)
 
 
 def cmd_data(args) -> None:
     from hybridrl.data.arithmetic import write_dataset
     from hybridrl.data.preprocess import convert
 
-    if args.dataset == "arithmetic":
-        paths = write_dataset(args.output, args.train_size, args.val_size, args.seed, args.min_operands,
-                              args.max_operands, args.max_value, args.ops)
-    else:
-        paths = convert(args.dataset, args.input, args.output)
+    with progress.reporting(), progress.phase(f"writing {args.dataset} data"):
+        if args.dataset == "arithmetic":
+            paths = write_dataset(args.output, args.train_size, args.val_size, args.seed, args.min_operands,
+                                  args.max_operands, args.max_value, args.ops)
+        else:
+            paths = convert(args.dataset, args.input, args.output)
     for split, path in paths.items():
         print(f"wrote {path} ({split})")
 
@@ -218,14 +229,16 @@ def cmd_algos(args) -> None:
 def cmd_export(args) -> None:
     from hybridrl.models.export import actor_folder, export
 
-    diff = export(args.checkpoint, args.out, merge_lora=args.merge_lora)
+    with progress.reporting(), progress.phase("export"):  # copying, then loading both folders to compare logits
+        diff = export(args.checkpoint, args.out, merge_lora=args.merge_lora)
     print(f"exported {actor_folder(args.checkpoint)} -> {args.out}; logits match (max |difference| = {diff:g})")
 
 
 def cmd_model(args) -> None:
     from hybridrl.models.gguf import convert
 
-    c = convert(args.gguf_file, args.out_dir, dtype=args.dtype, sha256=args.sha256)
+    with progress.reporting(), progress.phase("from-gguf"):
+        c = convert(args.gguf_file, args.out_dir, dtype=args.dtype, sha256=args.sha256)
     print(f"wrote {c.out_dir}: {c.architecture}, {c.parameters / 1e6:.1f}M parameters ({args.dtype}); reloaded logits "
           f"match the GGUF model's (max |difference| = {c.max_logit_diff:g})")
 

@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from importlib import metadata, util
 
-from hybridrl import __version__
+from hybridrl import __version__, progress
 from hybridrl.doctor_checks import Problem, find_problems
 
 GIB = 2 ** 30
@@ -168,9 +168,15 @@ def _vllm_pins() -> dict | None:
 def check_backends(backends: tuple[Backend, ...] = BACKENDS, timeout_s: float = IMPORT_TIMEOUT_S) -> dict:
     """Import each backend in its own interpreter, a few at a time: a crashing or hanging import cannot
     take doctor down, and the whole check lasts about as long as the slowest (vllm: ~25 s on 2 cores)."""
-    with ThreadPoolExecutor(max_workers=max(1, min(len(backends), PARALLEL_IMPORTS))) as pool:
-        results = pool.map(lambda b: _try_import(b, timeout_s), backends)
-        return {b.name: {"enables": b.enables, "import": b.statement, **r} for b, r in zip(backends, results)}
+    def attempt(backend: Backend) -> dict:
+        result = _try_import(backend, timeout_s)
+        progress.advance(1, "backend")
+        return result
+
+    with progress.phase("importing the optional backends", total=len(backends), unit="backend"), \
+            ThreadPoolExecutor(max_workers=max(1, min(len(backends), PARALLEL_IMPORTS))) as pool:
+        results = list(pool.map(attempt, backends))
+    return {b.name: {"enables": b.enables, "import": b.statement, **r} for b, r in zip(backends, results)}
 
 
 def _try_import(backend: Backend, timeout_s: float) -> dict:
@@ -280,7 +286,9 @@ def add_parser(sub) -> None:
 
 def run(args, facts: dict | None = None) -> int:
     """Print the report (or JSON) and return the exit code; `facts` replaces collecting them (tests)."""
-    facts = collect(quick=args.quick) if facts is None else facts
+    if facts is None:
+        with progress.reporting():  # importing vllm can take minutes on a busy machine: show it
+            facts = collect(quick=args.quick)
     problems = find_problems(facts)
     if args.json:
         print(json.dumps({"facts": facts, "problems": [asdict(p) for p in problems],

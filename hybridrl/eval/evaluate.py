@@ -53,6 +53,7 @@ from typing import Callable, Optional, Sequence
 
 import torch
 
+from hybridrl import progress
 from hybridrl.batch import Rollout
 from hybridrl.config.schema import DataConfig, MultiTurnConfig, RewardModelConfig
 from hybridrl.data.dataset import RLDataset
@@ -286,17 +287,23 @@ def diversity_metrics(texts: Sequence[str], n: int) -> dict[str, float]:
 def evaluate(s: EvalSettings, log: Callable[[str], None] = print) -> EvalResult:
     check_settings(s)
     tools = load_eval_tools(s)  # before the model loads: a bad tools file fails at once
+    with progress.reporting():  # a bar over the prompts on a terminal, plain lines in a log (hybridrl/progress.py)
+        return _evaluate(s, tools, log)
+
+
+def _evaluate(s: EvalSettings, tools: Optional[dict[str, Tool]], log: Callable[[str], None]) -> EvalResult:
     start = time.perf_counter()
     folder = model_folder(s.model, "--model")
     ref_folder = model_folder(s.ref, "--ref") if s.ref is not None else None
     torch.manual_seed(s.seed)
-    tokenizer = load_tokenizer(folder)
-    module = load_causal_lm(folder).eval().requires_grad_(False)
-    check_context_length(module, s.max_prompt_length, s.max_response_length,
-                         "--max-prompt-length + --max-response-length")
-    data = RLDataset(list(s.data), tokenizer, s.prompt_key, s.max_prompt_length, "error", False, "--data",
-                     s.max_samples, s.reward_fn_key)
-    meter = _kl_meter(s, ref_folder, module, tokenizer) if ref_folder is not None else None
+    with progress.phase("loading"):  # the model(s), and the data's prompts through the chat template
+        tokenizer = load_tokenizer(folder)
+        module = load_causal_lm(folder).eval().requires_grad_(False)
+        check_context_length(module, s.max_prompt_length, s.max_response_length,
+                             "--max-prompt-length + --max-response-length")
+        data = RLDataset(list(s.data), tokenizer, s.prompt_key, s.max_prompt_length, "error", False, "--data",
+                         s.max_samples, s.reward_fn_key)
+        meter = _kl_meter(s, ref_folder, module, tokenizer) if ref_folder is not None else None
     if s.greedy and s.n > 1:
         log(f"note: --greedy gives {s.n} identical responses per prompt; pass --n 1 or sample")
     sampling = SamplingParams(s.max_response_length, s.temperature, s.top_p, s.top_k, do_sample=not s.greedy)
@@ -307,7 +314,8 @@ def evaluate(s: EvalSettings, log: Callable[[str], None] = print) -> EvalResult:
     hooks = [hook for hook in (kept, meter) if hook is not None]
     try:
         result = validate(functools.partial(generate_rollout, engine), data, reward, sampling, s.n,
-                          tokenizer.pad_token_id, s.batch_size, lambda rollout: [hook(rollout) for hook in hooks])
+                          tokenizer.pad_token_id, s.batch_size, lambda rollout: [hook(rollout) for hook in hooks],
+                          label="eval")
     finally:
         reward.close()
     metrics = dict(result.metrics)

@@ -32,11 +32,13 @@ def _load(folder: str):
     """A HF folder as AutoModelForCausalLM, or a LoRA adapter folder on its base model (peft)."""
     from transformers import AutoModelForCausalLM
 
+    from hybridrl.models.loading import quiet_loading
     from hybridrl.models.lora import is_adapter_folder, load_adapter_model
 
     if is_adapter_folder(folder):
         return load_adapter_model(folder)
-    return AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
+    with quiet_loading():
+        return AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
 
 
 def max_logit_difference(a: str, b: str) -> float:

@@ -15,6 +15,7 @@ from typing import Callable
 import torch
 from torch import Tensor
 
+from hybridrl import progress
 from hybridrl.batch import Sequences, select
 
 
@@ -172,7 +173,7 @@ def fixed_micro_batches(size: int) -> MicroBatches:
 def _over_micro_batches(fn: Callable[[Sequences], Tensor], seqs: Sequences, micro_batches: MicroBatches | int) -> Tensor:
     """fn on each micro-batch, outputs back in row order; [N, T]."""
     parts = (fixed_micro_batches(micro_batches) if isinstance(micro_batches, int) else micro_batches)(seqs)
-    out = torch.cat([fn(select(seqs, rows)) for rows in parts])
+    out = torch.cat([fn(select(seqs, rows)) for rows in progress.counted(parts, "micro-batch")])
     order = torch.cat(parts)
     return out if torch.equal(order, torch.arange(len(order))) else out[torch.argsort(order)]
 

@@ -78,10 +78,13 @@ def load_gguf(gguf_file: str, dtype: torch.dtype):
     """(model, tokenizer) dequantized by transformers; the model still carries its quantization_config."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from hybridrl.models.loading import quiet_loading
+
     folder, name = os.path.split(os.path.abspath(gguf_file))
     try:
         tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
-        model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=dtype)
+        with quiet_loading():
+            model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=dtype)
     except (ValueError, KeyError, NotImplementedError) as e:  # an architecture or quant type transformers lacks
         raise HybridRLError(f"{gguf_file}: transformers cannot convert it ({e})") from e
     return model.eval(), tokenizer
@@ -105,9 +108,12 @@ def _check_logits(original, folder: str, tokenizer) -> float:
     """Reload `folder` as any user would and compare its logits with the GGUF-loaded model's."""
     from transformers import AutoModelForCausalLM
 
+    from hybridrl.models.loading import quiet_loading
+
     ids = tokenizer.apply_chat_template(CHECK_MESSAGES, add_generation_prompt=True, return_tensors="pt",
                                         return_dict=True)["input_ids"]
-    reloaded = AutoModelForCausalLM.from_pretrained(folder, dtype=original.dtype).eval()
+    with quiet_loading():
+        reloaded = AutoModelForCausalLM.from_pretrained(folder, dtype=original.dtype).eval()
     return float((reloaded(ids).logits.float() - original(ids).logits.float()).abs().max())
 
 

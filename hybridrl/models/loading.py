@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 from pathlib import Path
+from typing import Iterator
 
 import torch
 
@@ -31,6 +33,21 @@ def weights_bytes(folder: str) -> int:
     return sum(os.path.getsize(os.path.join(folder, f)) for f in os.listdir(folder) if f.endswith(".safetensors"))
 
 
+@contextlib.contextmanager
+def quiet_loading() -> Iterator[None]:
+    """transformers' own progress bars ("Loading weights") off while a model loads: they repeat on every
+    load, land in logs as carriage-return lines, and hybridrl shows what phase runs itself (progress.py)."""
+    from transformers.utils import logging as hf_logging
+
+    was_on = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was_on:
+            hf_logging.enable_progress_bar()
+
+
 def load_tokenizer(path: str):
     from transformers import AutoTokenizer
 
@@ -45,7 +62,8 @@ def load_tokenizer(path: str):
 def load_causal_lm(path: str, device: str = "cpu", dtype: torch.dtype = torch.float32):
     from transformers import AutoModelForCausalLM
 
-    model = AutoModelForCausalLM.from_pretrained(resolve_model_path(path), dtype=dtype)
+    with quiet_loading():
+        model = AutoModelForCausalLM.from_pretrained(resolve_model_path(path), dtype=dtype)
     return model.to(device)
 
 
@@ -64,7 +82,8 @@ def load_value_model(path: str, key: str, device: str = "cpu", dtype: torch.dtyp
     try:
         config = AutoConfig.from_pretrained(folder, num_labels=1)
         config.classifier_dropout = 0.0
-        model = AutoModelForTokenClassification.from_pretrained(folder, config=config, dtype=dtype)
+        with quiet_loading():
+            model = AutoModelForTokenClassification.from_pretrained(folder, config=config, dtype=dtype)
     except ValueError as e:  # an architecture without a token-classification class
         raise ConfigError(f"{key}={path!r}: cannot build a value model from it ({e})") from e
     finally:
@@ -88,7 +107,8 @@ def load_reward_model(path: str, key: str = "reward_model.model.path", device: s
                           "trained *ForSequenceClassification reward model; its score head would be random")
     if config.num_labels != 1:
         raise ConfigError(f"{key}={path!r} has {config.num_labels} labels; a reward model outputs one scalar (num_labels=1)")
-    model = AutoModelForSequenceClassification.from_pretrained(folder, dtype=dtype)
+    with quiet_loading():
+        model = AutoModelForSequenceClassification.from_pretrained(folder, dtype=dtype)
     if not isinstance(getattr(model, "score", None), torch.nn.Module):
         raise ConfigError(f"{key}={path!r}: {archs[0]} has no `score` head; use a decoder reward model "
                           "(Llama, Qwen2, Mistral, GPT-2 ... *ForSequenceClassification)")

@@ -204,5 +204,8 @@ def load_adapter_model(folder: str, dtype: torch.dtype = torch.float32):
     if not base or not os.path.isdir(base):
         raise HybridRLError(f"{folder}/{ADAPTER_CONFIG} names the base model {base!r}, which is not a folder here; "
                             "put the base model there (or edit base_model_name_or_path)")
-    model = AutoModelForCausalLM.from_pretrained(base, dtype=dtype)
+    from hybridrl.models.loading import quiet_loading
+
+    with quiet_loading():
+        model = AutoModelForCausalLM.from_pretrained(base, dtype=dtype)
     return PeftModel.from_pretrained(model, folder).eval()

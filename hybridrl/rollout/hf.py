@@ -12,6 +12,7 @@ from typing import Callable, Iterable, Optional
 import torch
 from torch import Tensor
 
+from hybridrl import progress
 from hybridrl.models.forward import distinct_prompts, position_ids_of, prefill_distinct
 from hybridrl.rollout.base import Generation, RolloutEngine, SamplingParams
 from hybridrl.rollout.keyed import KeyedDraws, uniforms
@@ -120,14 +121,15 @@ class HFRolloutEngine(RolloutEngine):
                 lean.fill(i, layer.keys, layer.values)
                 layer.keys = layer.values = None  # the prompt's cache is released as it is copied (memory)
             return lambda tokens, positions, slot: lean.step(tokens, positions, slot, attn[:, :slot + 1].bool())
+        # The cache places each update after the last (transformers 5 dropped cache_position): the prompt
+        # fills slots 0..P-1, decode step t slot P+t, the order in which they are called.
         static = StaticCache(config=self.module.config, max_cache_len=P + T)
-        where = torch.arange(P, device=attn.device)
         for i, layer in enumerate(cache.layers):
-            static.update(layer.keys, layer.values, i, {"cache_position": where})
+            static.update(layer.keys, layer.values, i)
             layer.keys = layer.values = None
         return lambda tokens, positions, slot: self.module(
             input_ids=tokens[:, None], attention_mask=attn, position_ids=positions[:, None], past_key_values=static,
-            cache_position=torch.tensor([slot], device=attn.device), use_cache=True).logits[:, -1]
+            use_cache=True).logits[:, -1]
 
     def _generate(self, prompt_ids: Tensor, prompt_mask: Tensor, sampling: SamplingParams, keys: Tensor,
                   on_step: Callable[[int, Tensor, Tensor], Optional[Tensor]] | None = None) -> Generation:
@@ -148,6 +150,7 @@ class HFRolloutEngine(RolloutEngine):
             live = ~done
             tok = torch.where(live, tok, torch.full_like(tok, self.pad_token_id))
             tokens.append(tok), logps.append(lp * live), masks.append(live.long())
+            progress.advance_tokens(live)
             if not sampling.ignore_eos:
                 done = done | torch.isin(tok, self.eos.to(device))
             if on_step is not None and (end := on_step(t, tok, live)) is not None:

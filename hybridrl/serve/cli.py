@@ -10,6 +10,7 @@ import argparse
 import os
 import sys
 
+from hybridrl import progress
 from hybridrl.serve.settings import DTYPES, ENGINES, ServeSettings
 
 DESCRIPTION = ("serve a model (HF folder, bundled name, run folder or global_step_<N> checkpoint) over an "
@@ -71,7 +72,8 @@ def run(args) -> None:
     if not is_loopback(s.host) and s.api_key is None:
         print(f"hybridrl serve: warning: binding {s.host} without an API key: anyone who can reach this address "
               "can use the model; set --api-key or $HYBRIDRL_API_KEY", file=sys.stderr)
-    service, app_settings, engine = build_service(s)
+    with progress.reporting(), progress.phase("loading the model"):
+        service, app_settings, engine = build_service(s)
     print(f"hybridrl serve: model '{app_settings.model_name}' ({engine} engine, context "
           f"{app_settings.limits.max_model_len}) on http://{s.host}:{s.port}/v1", file=sys.stderr, flush=True)
     uvicorn.run(build_app(service, app_settings), host=s.host, port=s.port, log_level=args.log_level)

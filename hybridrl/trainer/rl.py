@@ -8,8 +8,7 @@ import time
 from dataclasses import dataclass
 from typing import Optional
 
-from tqdm import tqdm
-
+from hybridrl import progress
 from hybridrl.algos.advantages import ADV_ESTIMATORS, AdvantageInputs
 from hybridrl.algos.kl_ctrl import apply_kl_penalty
 from hybridrl.batch import TrainBatch
@@ -18,6 +17,7 @@ from hybridrl.trainer.build import RLRun
 from hybridrl.trainer.checkpoint import prune, restore, save_checkpoint
 from hybridrl.trainer.collect import collect_rollout, greedy_baseline
 from hybridrl.trainer.generations import dump_rows, generation_rows
+from hybridrl.trainer.learning_signal import ZeroSignalWatch
 from hybridrl.trainer.metrics import (
     actor_mfu,
     data_metrics,
@@ -46,17 +46,21 @@ class RunSummary:
                    f"({100 * (self.val_after - self.val_before):+.1f} points)")
         elif self.val_after is not None:
             acc = f"validation accuracy {self.val_after:.1%}"
+        elif self.val_before is not None:
+            acc = f"validation accuracy {self.val_before:.1%} before training, none after (trainer.test_freq <= 0)"
         return f"done: {self.steps} steps (at step {self.last_step}), {acc}, wall {self.wall_s:.0f}s (cpu {self.cpu_s:.0f}s)"
 
 
 class RLTrainer:
-    def __init__(self, run: RLRun, log=tqdm.write):
+    def __init__(self, run: RLRun, log=progress.write):
         self.r, self.log = run, log
         self.estimator = ADV_ESTIMATORS.entry(run.loop.adv_estimator)
+        self.signal = ZeroSignalWatch.of_run(run, self.estimator)
 
     def fit(self) -> RunSummary:
         try:
-            return self._fit()
+            with progress.reporting() as shown:
+                return self._fit(shown)
         finally:  # the scoring processes, loggers and worker processes, also when a step raises
             self.r.reward.close()
             self.r.tracker.close()
@@ -65,7 +69,7 @@ class RLTrainer:
             else:
                 self.r.policy.close()  # the rollout engine's own processes (vllm)
 
-    def _fit(self) -> RunSummary:
+    def _fit(self, shown: progress.Reporter) -> RunSummary:
         r, wall, cpu = self.r, time.perf_counter(), time.process_time()
         first = 1
         if r.resume is not None:
@@ -81,21 +85,23 @@ class RLTrainer:
         before = self.validate(step=0) if r.loop.val_before_train and r.resume is None else {}
         if before:
             r.tracker.log(before, step=0)
-        after = before
-        test_freq = r.loop.test_freq
-        for step in tqdm(range(first, r.total_steps + 1), desc="training", unit="step", dynamic_ncols=True,
-                         initial=first - 1, total=r.total_steps):
+        after, test_freq = {}, r.loop.test_freq
+        for step in shown.steps(first, r.total_steps):
             metrics = self.train_step(step)
             last = step == r.total_steps
-            if r.val_data is not None and (last or (test_freq > 0 and step % test_freq == 0)):
+            # as verl: every test_freq steps and at the last; test_freq <= 0 never (val_before_train aside)
+            if r.val_data is not None and test_freq > 0 and (last or step % test_freq == 0):
                 with timed(metrics, "testing"):
                     after = self.validate(step)
                 metrics.update(after)
             r.tracker.log(metrics, step)
+            if (warning := self.signal.observe(metrics)) is not None:  # after the step's line, which it explains
+                self.log(warning)
             if r.checkpointing.due(step, last):  # after logging: a checkpoint's steps are all in metrics.jsonl
                 start = time.perf_counter()
-                path = save_checkpoint(r, step)
-                prune(r.run_dir, r.checkpointing.keep_actor, r.checkpointing.keep_critic)
+                with progress.phase("save_checkpoint"):
+                    path = save_checkpoint(r, step)
+                    prune(r.run_dir, r.checkpointing.keep_actor, r.checkpointing.keep_critic)
                 self.log(f"saved {path} ({time.perf_counter() - start:.1f}s)")
         return RunSummary(r.total_steps - first + 1, mean_val_score(before), mean_val_score(after),
                           time.perf_counter() - wall, time.process_time() - cpu, r.total_steps)

@@ -8,8 +8,8 @@ import time
 
 import torch
 from omegaconf import OmegaConf
-from tqdm import tqdm
 
+from hybridrl import progress
 from hybridrl.batch import split
 from hybridrl.config.plan import total_training_steps
 from hybridrl.config.sft import SFTConfig
@@ -41,7 +41,7 @@ def save_hf(model, tokenizer, folder: str) -> None:
     tokenizer.save_pretrained(folder)
 
 
-def run_sft(cfg: SFTConfig, log=tqdm.write) -> dict[str, float]:
+def run_sft(cfg: SFTConfig, log=progress.write) -> dict[str, float]:
     d, o, tr = cfg.data, cfg.optim, cfg.trainer
     check_choice("optim.lr_scheduler", o.lr_scheduler, WARMUP_STYLES)
     check_loggers(tr.logger)
@@ -49,10 +49,12 @@ def run_sft(cfg: SFTConfig, log=tqdm.write) -> dict[str, float]:
         raise ConfigError(f"data.micro_batch_size_per_gpu={d.micro_batch_size_per_gpu} must divide "
                           f"data.train_batch_size={d.train_batch_size}")
     torch.manual_seed(tr.seed)
-    tokenizer = load_tokenizer(cfg.model.partial_pretrain)
-    model = load_causal_lm(cfg.model.partial_pretrain)
-    train = SFTDataset(d.train_files, tokenizer, d.prompt_key, d.response_key, d.max_length, "data.train_files")
-    val_rl = RLDataset(d.val_files, tokenizer, d.prompt_key, d.max_length, key="data.val_files") if d.val_files else None
+    with progress.phase("setup"):  # shown when the command runs under progress.reporting() (cli.cmd_sft)
+        tokenizer = load_tokenizer(cfg.model.partial_pretrain)
+        model = load_causal_lm(cfg.model.partial_pretrain)
+        train = SFTDataset(d.train_files, tokenizer, d.prompt_key, d.response_key, d.max_length, "data.train_files")
+        val_rl = (RLDataset(d.val_files, tokenizer, d.prompt_key, d.max_length, key="data.val_files")
+                  if d.val_files else None)
     total = total_training_steps(len(train), d.train_batch_size, tr.total_epochs, tr.total_training_steps)
     optimizer, scheduler = build_optimizer(model.parameters(), o.lr, o.weight_decay, o.betas,
                                            warmup_steps_of(o.lr_warmup_steps, o.warmup_steps_ratio, total), total,
@@ -68,25 +70,27 @@ def run_sft(cfg: SFTConfig, log=tqdm.write) -> dict[str, float]:
         generate = functools.partial(generate_rollout, engine)
         return validate(generate, val_rl, reward, greedy, 1, tokenizer.pad_token_id).metrics if val_rl else {}
 
-    start, metrics = time.perf_counter(), {}
-    for step in tqdm(range(1, total + 1), desc="sft", unit="step", dynamic_ncols=True):
-        batch = train.collate(sampler.next_batch(), tokenizer.pad_token_id)
-        num_tokens = float(batch.loss_mask[:, 1:].sum())
-        optimizer.zero_grad(set_to_none=True)
-        loss = 0.0
-        for micro in split(batch, d.micro_batch_size_per_gpu):
-            part = sft_loss(model, micro, num_tokens)
-            part.backward()
-            loss += part.item()
-        grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), o.clip_grad)
-        optimizer.step()
-        scheduler.step()
-        metrics = {"train/loss": loss, "train/grad_norm": float(grad_norm), "train/lr": optimizer.param_groups[0]["lr"]}
-        if step == total or (tr.test_freq > 0 and step % tr.test_freq == 0):
-            metrics.update(evaluate())
-        tracker.log(metrics, step)
-        if tr.save_freq > 0 and step % tr.save_freq == 0:
-            save_hf(model, tokenizer, os.path.join(tr.default_local_dir, f"global_step_{step}"))
+    with progress.reporting() as shown:  # a bar on a terminal, plain lines in a log
+        start, metrics = time.perf_counter(), {}
+        for step in shown.steps(1, total, desc="sft"):
+            batch = train.collate(sampler.next_batch(), tokenizer.pad_token_id)
+            num_tokens = float(batch.loss_mask[:, 1:].sum())
+            optimizer.zero_grad(set_to_none=True)
+            loss = 0.0
+            for micro in split(batch, d.micro_batch_size_per_gpu):
+                part = sft_loss(model, micro, num_tokens)
+                part.backward()
+                loss += part.item()
+            grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), o.clip_grad)
+            optimizer.step()
+            scheduler.step()
+            metrics = {"train/loss": loss, "train/grad_norm": float(grad_norm),
+                       "train/lr": optimizer.param_groups[0]["lr"]}
+            if step == total or (tr.test_freq > 0 and step % tr.test_freq == 0):
+                metrics.update(evaluate())
+            tracker.log(metrics, step)
+            if tr.save_freq > 0 and step % tr.save_freq == 0:
+                save_hf(model, tokenizer, os.path.join(tr.default_local_dir, f"global_step_{step}"))
     tracker.close()
     save_hf(model, tokenizer, tr.default_local_dir)
     score = mean_val_score(metrics)

@@ -15,8 +15,7 @@ import re
 from pathlib import Path
 from typing import Callable, Optional
 
-from tqdm import tqdm
-
+from hybridrl import progress
 from hybridrl.errors import ConfigError
 
 LOGGERS = ("console", "file", "tensorboard", "wandb", "mlflow")
@@ -185,7 +184,7 @@ class Tracker:
     """Fans each call out to the loggers named in trainer.logger. The file logger is always on:
     metrics.jsonl is what resume, `hybridrl plot` and `hybridrl compare` read."""
 
-    def __init__(self, loggers: list[str], run_dir: str, write: Callable[[str], None] = tqdm.write,
+    def __init__(self, loggers: list[str], run_dir: str, write: Callable[[str], None] = progress.write,
                  resume_step: Optional[int] = None, project: str = "hybridrl", experiment: str = "run",
                  config: Optional[dict] = None):
         check_loggers(loggers)

@@ -6,6 +6,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
+from hybridrl import progress
 from hybridrl.batch import PromptBatch, Rollout
 from hybridrl.data.dataset import RLDataset
 from hybridrl.eval.metrics import group_metrics
@@ -24,37 +25,41 @@ Generate = Callable[[PromptBatch, int, SamplingParams], Rollout]  # (prompts, n,
 
 
 def validate(generate: Generate, data: RLDataset, reward: RewardManager, sampling: SamplingParams, n: int,
-             pad_id: int, batch_size: int = 256, on_rollout: Optional[Callable[[Rollout], None]] = None) -> Validation:
+             pad_id: int, batch_size: int = 256, on_rollout: Optional[Callable[[Rollout], None]] = None,
+             label: str = "validation") -> Validation:
     """Per data_source, averaged over its prompts: `val-core/<src>/reward/{mean,std}@n` and, with
     n > 1, `{best,worst,pass,maj}@k` for k = 1, 2, 4, ... n (maj@k when the scorer returns `pred`;
     pass@k counts `acc`, else score > 0, as correct); `val-aux/<src>/<extra>/mean@n` for a reward
     function's extras, the mean response length and the scorer-error count. `on_rollout` sees each
-    batch's Rollout (its token ids), in order, e.g. for log-probs under another model."""
+    batch's Rollout (its token ids), in order, e.g. for log-probs under another model. The prompts
+    done are shown as the phase `label` (hybridrl/progress.py)."""
     per_prompt: dict[str, list[dict[str, float]]] = defaultdict(list)
     extras: dict[tuple[str, str], list[float]] = defaultdict(list)
     lengths: list[float] = []
     errors = 0
     rows: list[dict] = []
     prompts_per_batch = max(1, batch_size // n)
-    for start in range(0, len(data), prompts_per_batch):
-        prompts = data.collate(list(range(start, min(start + prompts_per_batch, len(data)))), pad_id)
-        rollout = generate(prompts, n, sampling)  # rows i*n .. i*n+n-1: prompt i
-        if on_rollout is not None:
-            on_rollout(rollout)
-        out = reward.score(rollout)
-        rows += generation_rows(rollout, out, reward.tokenizer)
-        scores = out.scores.tolist()
-        for i in range(0, len(scores), n):
-            group = range(i, i + n)
-            preds = [out.details[j].get("pred") for j in group]
-            correct = out.extras["acc"][i:i + n].tolist() if "acc" in out.extras else None
-            per_prompt[rollout.prompts.data_source[i]].append(group_metrics(
-                scores[i:i + n], preds if all(isinstance(p, (str, int, float)) for p in preds) else None, correct))
-        for i, source in enumerate(rollout.prompts.data_source):
-            for key, values in out.extras.items():
-                extras[(source, key)].append(float(values[i]))
-        lengths += rollout.response_mask.sum(-1).float().tolist()
-        errors += int(out.errors.sum())
+    with progress.phase(label, total=len(data), unit="prompt"):
+        for start in range(0, len(data), prompts_per_batch):
+            prompts = data.collate(list(range(start, min(start + prompts_per_batch, len(data)))), pad_id)
+            rollout = generate(prompts, n, sampling)  # rows i*n .. i*n+n-1: prompt i
+            if on_rollout is not None:
+                on_rollout(rollout)
+            out = reward.score(rollout)
+            rows += generation_rows(rollout, out, reward.tokenizer)
+            scores = out.scores.tolist()
+            for i in range(0, len(scores), n):
+                group = range(i, i + n)
+                preds = [out.details[j].get("pred") for j in group]
+                correct = out.extras["acc"][i:i + n].tolist() if "acc" in out.extras else None
+                per_prompt[rollout.prompts.data_source[i]].append(group_metrics(
+                    scores[i:i + n], preds if all(isinstance(p, (str, int, float)) for p in preds) else None, correct))
+            for i, source in enumerate(rollout.prompts.data_source):
+                for key, values in out.extras.items():
+                    extras[(source, key)].append(float(values[i]))
+            lengths += rollout.response_mask.sum(-1).float().tolist()
+            errors += int(out.errors.sum())
+            progress.advance(len(prompts.index), "prompt")
     metrics = {f"val-core/{src}/reward/{name}": sum(g[name] for g in groups) / len(groups)
                for src, groups in sorted(per_prompt.items()) for name in groups[0]}
     metrics.update({f"val-aux/{src}/{key}/mean@{n}": sum(v) / len(v) for (src, key), v in sorted(extras.items())})

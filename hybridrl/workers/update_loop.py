@@ -9,6 +9,7 @@ from typing import Callable, Generic, Iterable, TypeVar
 import torch
 from torch import Tensor
 
+from hybridrl import progress
 from hybridrl.batch import Sequences, num_rows, select, split, to_device
 from hybridrl.batching import groups_of, micro_batch_rows
 from hybridrl.config.levers import MicroBatching
@@ -97,7 +98,7 @@ class UpdatingWorker(Generic[B]):
 
     def _backward_all(self, micros: list[B], micro_loss: Callable[[B], torch.Tensor]) -> None:
         """Backward every micro-batch's loss; gradients cross ranks once, after the last one."""
-        for i, micro in enumerate(micros):
+        for i, micro in enumerate(progress.counted(micros, "micro-batch")):
             self.sharding.set_gradient_sync(self.module, i == len(micros) - 1)
             micro_loss(micro).backward()
         self.sharding.finish_gradients(self.module)

@@ -40,7 +40,7 @@ def overrides(arith_data, run_dir, *extra: str) -> list[str]:
     return [f"data.train_files={arith_data['train']}", f"data.val_files={arith_data['val']}", "data.val_max_samples=8",
             "data.train_batch_size=8", "actor_rollout_ref.rollout.n=4", "actor_rollout_ref.actor.ppo_mini_batch_size=4",
             "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4", "actor_rollout_ref.actor.optim.lr=1e-3",
-            "trainer.total_training_steps=3", "trainer.test_freq=-1", "trainer.save_freq=0",
+            "trainer.total_training_steps=3", "trainer.test_freq=3", "trainer.save_freq=0",
             f"trainer.default_local_dir={run_dir}", *extra]
 
 
@@ -80,7 +80,13 @@ def test_shards_cover_every_row_once_and_keep_mini_batches_whole():
 @pytest.mark.parametrize("algorithm", [
     ["actor_rollout_ref.actor.use_kl_loss=true"],  # policy + reference, 2 mini-batches per step
     ["algorithm.adv_estimator=gae", "critic.optim.lr=1e-3"],  # policy + critic
-], ids=["grpo_kl", "ppo_gae"])
+    # padding-free packing and token-budget micro-batches (80 tokens: about 3 rows each) on every pass;
+    # the ray run balances each mini-batch's rows over the ranks by tokens, so its micro-batches differ
+    ["algorithm.adv_estimator=gae", "critic.optim.lr=1e-3", "actor_rollout_ref.actor.use_kl_loss=true",
+     "actor_rollout_ref.model.use_remove_padding=true", "critic.model.use_remove_padding=true",
+     "actor_rollout_ref.actor.use_dynamic_bsz=true", "actor_rollout_ref.actor.ppo_max_token_len_per_gpu=80",
+     "critic.ppo_max_token_len_per_gpu=80"],
+], ids=["grpo_kl", "ppo_gae", "packed_dynamic"])
 def test_two_ray_workers_train_like_one_process(arith_data, tmp_path, cluster, algorithm):
     """Tolerance rel 1e-4: the gradient is summed over ranks in another order than one process sums
     it (float addition is not associative: ~1e-7 relative per step, compounding through Adam over 3

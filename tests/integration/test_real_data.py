@@ -21,7 +21,7 @@ pytestmark = pytest.mark.slow
 
 SMALL = ["data.train_batch_size=4", "actor_rollout_ref.actor.ppo_mini_batch_size=4",
          "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=8", "actor_rollout_ref.rollout.n=2",
-         "trainer.total_training_steps=2", "trainer.val_before_train=false", "trainer.test_freq=-1"]
+         "trainer.total_training_steps=2", "trainer.val_before_train=false", "trainer.test_freq=2"]
 
 
 def train(overrides: list[str]):

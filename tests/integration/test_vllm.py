@@ -106,7 +106,7 @@ def test_a_grpo_run_with_vllm_syncs_weights_every_step(tmp_path, arith_data):
         "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=16", "actor_rollout_ref.actor.optim.lr=1e-3",
         "actor_rollout_ref.rollout.name=vllm",
         "actor_rollout_ref.rollout.cpu_kv_cache_gb=0.25", "algorithm.rollout_correction.rollout_is=token",
-        "trainer.total_training_steps=3", "trainer.test_freq=-1", "trainer.save_freq=0",
+        "trainer.total_training_steps=3", "trainer.test_freq=3", "trainer.save_freq=0",
         f"trainer.default_local_dir={tmp_path}"])
     run = build_run(cfg, validate_rl_config(cfg), log=lambda *_: None)
     RLTrainer(run, log=lambda *_: None).fit()

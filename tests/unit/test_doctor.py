@@ -222,6 +222,18 @@ def test_backend_import_that_hangs_is_cut_off():
     assert got["slow"]["status"] == "failed" and got["slow"]["detail"] == "import took over 0.5 s"
 
 
+def test_backend_imports_are_shown_as_they_finish():
+    import io
+    import re
+
+    from hybridrl import progress
+
+    stream = io.StringIO()  # a log: every phase gets its end line with after_s=0
+    with progress.reporting(stream, tty=False, after_s=0.0):
+        check_backends((Backend("a", "x", ("json",), "import json"), Backend("b", "y", ("os",), "import os")))
+    assert re.fullmatch(r"importing the optional backends: 2/2 backends in \d+\.\d s\n", stream.getvalue())
+
+
 def test_real_collection_on_this_machine():
     """The real collector (import checks limited to two cheap backends): torch's real version, JSON-able."""
     cheap = tuple(b for b in doctor.BACKENDS if b.name in ("fastapi+uvicorn", "peft"))

@@ -113,8 +113,9 @@ def test_unsupported_rollout_engine_and_vllm_settings():
         validate(vllm, "actor_rollout_ref.rollout.dtype=fp8")
     with pytest.raises(ConfigError, match=re.escape("actor_rollout_ref.rollout.cpu_kv_cache_gb=0.0 must be > 0")):
         validate(vllm, "actor_rollout_ref.rollout.cpu_kv_cache_gb=0")
-    with pytest.raises(ConfigError, match=re.escape("rollout.name=vllm with trainer.backend=ray (one engine per worker) "
-                                                    "is not supported yet")):
+    with pytest.raises(ConfigError, match=re.escape("rollout.name=vllm with trainer.backend=ray (2 workers of "
+                                                    "trainer.n_gpus_per_node * trainer.nnodes; backend=auto picks ray "
+                                                    "for more than one) is not supported yet")):
         validate(vllm, "trainer.backend=ray", "trainer.n_gpus_per_node=2")
     with pytest.raises(ConfigError, match=re.escape("algorithm.rollout_correction.rollout_is_threshold=1.0 must be > 1")):
         validate("algorithm.rollout_correction.rollout_is=token", "algorithm.rollout_correction.rollout_is_threshold=1")

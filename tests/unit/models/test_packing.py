@@ -118,3 +118,14 @@ def test_wide_rows_hold_several_sequences_and_whole_groups():
     shared = pack(seqs, share_prompts=True, min_width=32)
     # every group fits in 32 tokens: each prompt appears once (3 + 5 + 2 prompt tokens + 23 response tokens)
     assert int((shared.input_ids != 0).sum()) == 10 + 23
+
+
+def test_packed_forward_through_a_lora_module(random_model_dir):
+    """peft's wrapper passes the 4D mask, positions and logits_to_keep through to the model."""
+    from hybridrl.models.lora import LoraSettings, apply_lora
+
+    lora = apply_lora(load_causal_lm(random_model_dir), LoraSettings(4, 8.0, "all-linear", None, None, "CAUSAL_LM",
+                                                                     "actor_rollout_ref.model"))
+    seqs = varied()
+    want = response_log_probs(lora, seqs)[0]
+    torch.testing.assert_close(response_log_probs(lora, seqs, layout=Layout(True, True, 32))[0], want, atol=1e-5, rtol=0)

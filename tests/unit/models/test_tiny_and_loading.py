@@ -35,3 +35,16 @@ def test_context_length_check(random_model_dir):
     check_context_length(model, 100, 100)
     with pytest.raises(ConfigError, match="exceeds the model's max_position_embeddings=256"):
         check_context_length(model, 200, 100)
+
+
+def test_loading_models_prints_no_progress_bars_and_restores_the_setting(capfd, random_model_dir):
+    from transformers.utils import logging as hf_logging
+
+    from hybridrl.models.loading import load_value_model
+
+    assert hf_logging.is_progress_bar_enabled()
+    load_causal_lm(random_model_dir)
+    load_value_model(random_model_dir, "critic.model.path")
+    err = capfd.readouterr().err
+    assert "Loading weights" not in err and "\r" not in err  # transformers draws one per load unless told not to
+    assert hf_logging.is_progress_bar_enabled()  # a library user's own loads still get theirs

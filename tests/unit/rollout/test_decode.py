@@ -1,6 +1,8 @@
 """The lean Llama-family decoder (rollout/decode.py) against the HuggingFace forward, and the hf
 engine's two decode paths (lean and static-cache) against each other."""
 
+import warnings
+
 import pytest
 import torch
 from transformers import DynamicCache, LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
@@ -91,6 +93,26 @@ def test_engine_paths_sample_the_same_tokens(parts, sampling):
     for g in out.values():
         assert torch.equal(g.response_ids, ref.response_ids) and torch.equal(g.response_mask, ref.response_mask)
         assert torch.allclose(g.log_probs, ref.log_probs, atol=1e-5)
+
+
+def test_engine_and_log_prob_paths_use_no_deprecated_transformers_api(parts):
+    # transformers announces an API's removal with FutureWarning/DeprecationWarning; every run would print it
+    from hybridrl.batch import Sequences
+    from hybridrl.models.forward import Layout, response_log_probs
+
+    tok, model = parts
+    ids, mask = _prompts(tok, ["What is 1+2?"], n=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)
+        warnings.simplefilter("error", DeprecationWarning)
+        for lean in (False, True):
+            for share in (False, True):
+                engine = HFRolloutEngine(model, eos_token_ids(model, tok), tok.pad_token_id, share_prompts=share,
+                                         lean_decode=lean)
+                out = engine.generate(ids, mask, SamplingParams(max_new_tokens=4), torch.arange(len(ids)))
+                seqs = Sequences(torch.cat([ids, out.response_ids], 1), torch.cat([mask, out.response_mask], 1),
+                                 out.response_mask)
+                response_log_probs(model, seqs, layout=Layout(share, packed=lean))  # packing too
 
 
 def test_ignore_eos_generates_every_token():
