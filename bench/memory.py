@@ -37,7 +37,7 @@ import workload  # noqa: E402
 
 SMOLLM2 = os.environ.get("HYBRIDRL_SMOLLM2", os.path.join(ROOT, "models", "smollm2-135m-instruct"))
 GSM8K_RAW = os.environ.get("HYBRIDRL_GSM8K", "/work/shared/data/gsm8k")
-MIB = 2 ** 20
+MIB, GIB = 2 ** 20, 2 ** 30
 
 # every run: a few steps and one validation (the last step's), no checkpoint, no console lines; responses run to
 # data.max_response_length (EOS ignored in training) and data.max_prompt_length is the longest prompt the run
@@ -60,9 +60,8 @@ class Config:
     model: str  # "tiny" (bundled tiny-arith), "small" (bench/workload.py's shape, random init), "smollm2"
     label: str
     overrides: list[str] = field(default_factory=list)
-
-
-    steps: int = 2
+    needs: str = ""  # a lever (LEVER_MODULES) whose implementation the row needs
+    steps: int = 2  # training steps (the last one validates)
 
 
 TINY = ["data.train_batch_size=32", "actor_rollout_ref.rollout.n=8", "data.val_max_samples=256"]
@@ -78,9 +77,27 @@ CONFIGS = [
     Config("tiny", "tiny", "tiny-arith, 32 prompts x 8, micro-batch 128 (the defaults)", TINY),
     Config("tiny-micro32", "tiny", "tiny-arith, micro-batch 32, KL loss (reference)",
            [*TINY, "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=32", "actor_rollout_ref.actor.use_kl_loss=true"]),
+    Config("tiny-packed", "tiny", "tiny-arith, packing", [*TINY, *PACKING]),
+    Config("tiny-dynamic", "tiny", "tiny-arith, packing + token budgets of 1024", [*TINY, *PACKING, *dynamic(1024)]),
+    Config("tiny-ckpt", "tiny", "tiny-arith, checkpointing + packing", [*TINY, *CHECKPOINTING, *PACKING], "checkpointing"),
     Config("small", "small", "bench small (25.7M), 4 x 8 x 32 tokens, KL loss", SMALL),
+    Config("small-bf16", "small", "bench small, bf16 (compute, reference, rollout)", [*SMALL, *BF16], "bf16"),
+    Config("small-ckpt", "small", "bench small, checkpointing + packing", [*SMALL, *CHECKPOINTING, *PACKING],
+           "checkpointing"),
     Config("smollm2", "smollm2", "SmolLM2-135M, GSM8K, 2 x 4 x 64 tokens, KL loss", SMOL, steps=1),
+    Config("smollm2-dynamic", "smollm2", "SmolLM2-135M, packing + token budgets of 512",
+           [*SMOL, *PACKING, *dynamic(512)], steps=1),
+    Config("smollm2-levers", "smollm2", "SmolLM2-135M, checkpointing + packing + bf16",
+           [*SMOL, *CHECKPOINTING, *PACKING, *BF16], "bf16", steps=1),
 ]
+LEVER_MODULES = {"checkpointing": "hybridrl.models.memory", "bf16": "hybridrl.models.precision"}
+
+
+def lever_missing(cfg: Config) -> bool:
+    """Whether the code this configuration measures is not in this checkout yet (its row is skipped, and said so)."""
+    import importlib.util
+
+    return bool(cfg.needs) and importlib.util.find_spec(LEVER_MODULES[cfg.needs]) is None
 
 
 def prompt_length(overrides: list[str]) -> int:
@@ -96,6 +113,8 @@ def prompt_length(overrides: list[str]) -> int:
     tok = load_tokenizer(cfg.actor_rollout_ref.model.path)
     longest = 0
     for files, n in [(d.train_files, d.train_max_samples), (d.val_files, d.val_max_samples)]:
+        if not files:
+            continue
         data = RLDataset(files, tok, d.prompt_key, 10 ** 6, max_samples=n)
         longest = max(longest, max(len(r.prompt_ids) for r in data.records))
     return longest
@@ -146,6 +165,12 @@ def estimate(overrides: list[str]) -> dict:
     (pool, *_) = estimate_memory(cfg, validate_rl_config(cfg)).pools
     return {"bytes": pool.peak_bytes, "phase": pool.peak_phase, "parts": pool.breakdown,
             "phases": {ph.name: pool.total(ph) for ph in pool.phases}}
+
+
+def read_params(model: str) -> int:
+    from hybridrl.config.memory import read_model_dims
+
+    return read_model_dims(model).params
 
 
 WRAPPER = ("import resource, subprocess, sys; rc = subprocess.run(sys.argv[1:]).returncode; "
@@ -241,7 +266,7 @@ def machine() -> dict:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--only", nargs="*", default=[], help="configurations whose name starts with one of these")
+    p.add_argument("--only", nargs="*", default=[], help="configurations named so, or so followed by -...")
     p.add_argument("--work", default=os.path.join(tempfile.gettempdir(), "hybridrl-memory"),
                    help="models, data and run folders")
     p.add_argument("--out", default=os.path.join(HERE, "results"))
@@ -252,7 +277,10 @@ def main() -> None:
     runtime = {m: runtime_rss(p) for m, p in [("tiny", "tiny-arith"), ("smollm2", SMOLLM2)]}
     print("runtime RSS:", {m: f"{v / MIB:.0f} MiB" for m, v in runtime.items()}, flush=True)
     for cfg in CONFIGS:
-        if a.only and not any(cfg.name.startswith(o) for o in a.only):
+        if a.only and not any(cfg.name == o or cfg.name.startswith(o + "-") for o in a.only):
+            continue
+        if lever_missing(cfg):
+            print(f"{cfg.name}: skipped, this checkout has no {cfg.needs} yet", flush=True)
             continue
         overrides = [*RUN, *model_overrides(cfg, a.work, data), *cfg.overrides, f"trainer.total_training_steps={cfg.steps}"]
         train_rows = int(next(o for o in overrides if o.startswith("data.train_batch_size=")).split("=")[1]) * cfg.steps
