@@ -164,7 +164,7 @@ class MemoryReport:
 
     def describe(self) -> str:
         worst = max(self.pools, key=lambda p: p.peak_bytes / p.budget)
-        lines = [(f"memory per worker (fp32 estimate): peak {fmt_bytes(worst.peak_bytes)} of "
+        lines = [(f"memory per worker (estimate): peak {fmt_bytes(worst.peak_bytes)} of "
                   f"{fmt_bytes(worst.budget)} in the {worst.name} pool ({worst.peak_phase})")]
         for p in self.pools:
             lines.append(f"  {p.name} pool, {p.workers} worker(s): peak {fmt_bytes(p.peak_bytes)} in {p.peak_phase}, "
