@@ -2,16 +2,23 @@
 
 Every pool of worker processes (the actor pool, a critic pool, a reward-model pool or the driver
 holding the reward model) is estimated as its resident states plus, for each phase of a step, what
-that phase adds on top; the pool's peak is the largest phase. All tensors are fp32 (4 bytes), as
-the models are loaded. Sizes are upper bounds of one step: every sequence is padded to
-data.max_prompt_length + data.max_response_length tokens (P + T = S).
+that phase adds on top; the pool's peak is the largest phase. Resident: the process itself (on a
+CPU device: Python with torch, transformers, tokenizers and pyarrow loaded), fp32 weights, gradients
+and AdamW moments of what it trains, and frozen weights at their dtype. The phases
+(config/memory_phases.py) are generation (a training round's and a validation call's), the
+no-gradient log-prob passes, the update's forward + backward of one micro-batch, and the optimizer
+step; the tensors each holds are sized in config/memory_terms.py, following the code's own choices
+(prompt sharing, packing, token budgets, activation checkpointing, bf16 compute, sdpa attention).
+Sizes are upper bounds of one step: every sequence is taken at data.max_prompt_length +
+data.max_response_length tokens.
 
 What is approximate, and in which direction:
-- activations follow the tensors autograd saves in HF's eager attention (see `saved_activation_bytes`);
-  sdpa/flash attention saves less for long sequences (no [heads, S, S] probabilities);
-- transients inside a phase are summed as if alive together (conservative), allocator
-  fragmentation and the CUDA context are not counted, nor the driver's data and buffers;
-- FSDP2's prefetch of the next layer and the communication buffers are not counted.
+- within a phase, parts that peak at different moments are not added: the larger moment is taken
+  (layer transients vs logits, prefill vs decode); a layer's transient is within ±15 % of torch's
+  profiler on the bundled models and SmolLM2;
+- the allocator's overhead (freed heap memory not returned to the system) is not counted; on a CPU
+  bench/memory.py measures the whole process's peak RSS against this estimate;
+- FSDP2's prefetch of the next layer and the communication buffers are not counted, nor a CUDA context.
 
 Memory units: GiB = 2**30 bytes; trainer.memory_per_worker_gb is read in GiB.
 """
@@ -26,59 +33,84 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any
 
+from hybridrl.config.levers import (
+    actor_update_batching,
+    critic_update_batching,
+    critic_values_batching,
+    log_prob_batching,
+    ref_batching,
+)
+from hybridrl.config.memory_phases import (
+    VAL_BATCH,
+    Forward,
+    Phase,
+    critic_forward,
+    forward_parts,
+    generation_phases,
+    micro_rows,
+    policy_forward,
+    reference_forward,
+    update_parts,
+)
+from hybridrl.config.memory_terms import BF16, FP32, ModelDims
 from hybridrl.config.plan import BatchPlan
 from hybridrl.config.schema import RLConfig
 from hybridrl.errors import ConfigError
 
-FP32 = 4  # bytes per element: weights, gradients, moments, activations and KV cache are all fp32
 GIB, MIB = 2 ** 30, 2 ** 20
 SHARDED = ("fsdp2", "fsdp")  # strategies that shard weights, gradients and AdamW state (distributed/sharding.py)
-VAL_BATCH = 256  # responses per validation generate call over all workers (trainer/validate.py's batch_size)
-
-
-@dataclass(frozen=True)
-class ModelDims:
-    """What the estimate needs of a HF causal LM folder (config.json and its safetensors)."""
-
-    params: int  # every stored parameter (tied embeddings counted once, as stored)
-    layer_params: int  # the largest decoder layer's: what FSDP2 gathers at a time in training
-    root_params: int  # outside the decoder layers (embeddings, final norm, head): FSDP2's root group
-    head_params: int  # lm_head.* when stored (untied); a value model replaces it by a 1-wide head
-    hidden: int
-    layers: int
-    heads: int
-    kv_heads: int
-    head_dim: int
-    intermediate: int
-    vocab: int
+# RSS of a trainer process before any model: Python, torch, transformers with a Llama-family model class,
+# tokenizers, pyarrow and hybridrl's modules imported, a tokenizer and the datasets loaded. Measured 430-530 MiB
+# on torch 2.13 / transformers 5.19 (bench/memory.py records it per run); a CPU device only (on a GPU the
+# budget is device memory, which this does not use).
+RUNTIME_BYTES = 500 * MIB
 
 
 @functools.lru_cache(maxsize=16)
 def read_model_dims(folder: str) -> ModelDims:
     """Dimensions from the folder's config (HF's AutoConfig, so GPT-2's n_embd etc. read as hidden_size),
-    parameter counts from the safetensors headers (no tensor is read)."""
+    parameter counts from the safetensors headers (no tensor is read); a folder without weights (a config
+    written to plan a model not downloaded yet) counts a Llama-family model's parameters from its config."""
     from safetensors import safe_open
     from transformers import AutoConfig
 
     c = AutoConfig.from_pretrained(folder).get_text_config()
+    heads = c.num_attention_heads
+    dims = dict(hidden=c.hidden_size, layers=c.num_hidden_layers, heads=heads,
+                kv_heads=getattr(c, "num_key_value_heads", None) or heads,
+                head_dim=getattr(c, "head_dim", None) or c.hidden_size // heads,
+                intermediate=getattr(c, "intermediate_size", None) or getattr(c, "n_inner", None) or 4 * c.hidden_size,
+                vocab=c.vocab_size)
     counts: dict[str, int] = {}
     for path in sorted(glob.glob(os.path.join(folder, "*.safetensors"))):
         with safe_open(path, "pt") as st:
             counts.update({k: math.prod(st.get_slice(k).get_shape()) for k in st.keys()})
     if not counts:
-        raise ConfigError(f"{folder} has no *.safetensors weights to size the model from")
+        return ModelDims(**config_param_counts(c, **dims), **dims)
     per_layer: dict[str, int] = {}
     for key, n in counts.items():
         if m := re.search(r"\.(?:layers|h)\.(\d+)\.", key):
             per_layer[m.group(1)] = per_layer.get(m.group(1), 0) + n
-    heads, params = c.num_attention_heads, sum(counts.values())
-    return ModelDims(
-        params=params, layer_params=max(per_layer.values(), default=0), root_params=params - sum(per_layer.values()),
-        head_params=sum(n for k, n in counts.items() if k.startswith("lm_head.")), hidden=c.hidden_size,
-        layers=c.num_hidden_layers, heads=heads, kv_heads=getattr(c, "num_key_value_heads", None) or heads,
-        head_dim=getattr(c, "head_dim", None) or c.hidden_size // heads,
-        intermediate=getattr(c, "intermediate_size", None) or getattr(c, "n_inner", None) or 4 * c.hidden_size,
-        vocab=c.vocab_size)
+    params = sum(counts.values())
+    return ModelDims(params=params, layer_params=max(per_layer.values(), default=0),
+                     root_params=params - sum(per_layer.values()),
+                     head_params=sum(n for k, n in counts.items() if k.startswith("lm_head.")), **dims)
+
+
+def config_param_counts(c, hidden: int, layers: int, heads: int, kv_heads: int, head_dim: int, intermediate: int,
+                        vocab: int) -> dict[str, int]:
+    """Parameter counts of a Llama-family decoder (Qwen2, Llama, Mistral) from its config: per layer q, k, v,
+    o (with q, k, v biases where the family has them: Qwen2, or attention_bias), gate, up, down and two norms;
+    the embedding, the final norm and an untied head."""
+    if getattr(c, "model_type", None) not in ("qwen2", "llama", "mistral"):
+        raise ConfigError(f"{getattr(c, 'name_or_path', 'the model folder')} has no *.safetensors weights to size "
+                          f"the model from (only Llama-family configs are counted from config.json alone)")
+    q, kv = heads * head_dim, kv_heads * head_dim
+    bias = (q + 2 * kv) if getattr(c, "attention_bias", c.model_type == "qwen2") else 0
+    layer = hidden * (q + 2 * kv) + bias + q * hidden + 3 * hidden * intermediate + 2 * hidden
+    head = 0 if getattr(c, "tie_word_embeddings", True) else vocab * hidden
+    root = vocab * hidden + hidden + head
+    return dict(params=layers * layer + root, layer_params=layer, root_params=root, head_params=head)
 
 
 def value_head_params(d: ModelDims) -> int:
@@ -92,65 +124,6 @@ def value_model_dims(d: ModelDims) -> ModelDims:
     head = value_head_params(d)
     return replace(d, params=d.params - d.head_params + head, root_params=d.root_params - d.head_params + head,
                    head_params=0)
-
-
-# ---- formulas: bytes of one kind of tensor -------------------------------------------------------
-
-def kv_cache_bytes(d: ModelDims, seqs: int, seq_len: int) -> int:
-    """K and V of every layer: 2 · layers · kv_heads · head_dim fp32 values per token."""
-    return FP32 * 2 * d.layers * d.kv_heads * d.head_dim * seqs * seq_len
-
-
-def saved_activation_bytes(d: ModelDims, batch: int, seq_len: int, response_len: int, lm_head: bool = True) -> int:
-    """Bytes autograd saves for backward in one training forward of `batch` sequences of `seq_len` tokens.
-
-    Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer Models", §4.1,
-    count s·b·h·(34 + 5·a·s/h) bytes per layer for fp16 GPT with dropout. Redone for what HF's
-    Qwen2/Llama layer saves in fp32 without dropout (checked against saved_tensors_hooks in
-    tests/unit/config/test_memory.py), per sequence, in elements (s tokens, h hidden, a heads of size
-    d, I the MLP width):
-      2 RMSNorms: input, x·rsqrt(mean x²), weight·(...) 3·s·h each, + rsqrt s each   6·s·h + 2·s
-      attention: q, k, v as the score/value matmuls read them (k, v repeated to a heads
-                 under GQA) and the o_proj input                                     4·s·a·d
-                 softmax probabilities of eager attention [a, s, s]                   a·s²
-      gated MLP: gate, silu(gate), up, silu(gate)·up                                 4·s·I
-    RoPE saves nothing of size (cos/sin need no gradient, so its products keep only cos and sin,
-    2·s·d shared by all layers). The head saves the final norm's 3·s·h + s and, over the T response
-    positions, log_softmax and its exp (the entropy) 2·T·V; a value head saves only [s, 1].
-    """
-    s, h = seq_len, d.hidden
-    layer = 6 * s * h + 2 * s + 4 * s * d.heads * d.head_dim + d.heads * s * s + 4 * s * d.intermediate
-    rotary = 2 * s * d.head_dim
-    head = 3 * s * h + s + (2 * response_len * d.vocab if lm_head else s)
-    return FP32 * batch * (d.layers * layer + rotary + head)
-
-
-def logits_bytes(d: ModelDims, batch: int, seq_len: int, response_len: int) -> int:
-    """The LM head's [b, S, V] logits (HF computes every position; models/forward.py slices the response
-    positions, a view that keeps them alive), the temperature-scaled [b, T, V] slice and one more
-    [b, T, V]: log_softmax without gradients, the entropy's p·log p in training."""
-    return FP32 * batch * d.vocab * (seq_len + 2 * response_len)
-
-
-def forward_transient_bytes(d: ModelDims, batch: int, seq_len: int) -> int:
-    """Live tensors of one decoder layer in a forward without gradients (earlier layers' are freed):
-    the residual stream and its normed copy, plus the larger of attention (q, k, v and eager attention's
-    scores and probabilities, [a, s, s] each) and the MLP (silu(gate), up and their product)."""
-    s = seq_len
-    attention = s * (d.heads + 2 * d.kv_heads) * d.head_dim + 2 * d.heads * s * s
-    mlp = 3 * s * d.intermediate
-    return FP32 * batch * (2 * s * d.hidden + max(attention, mlp))
-
-
-# ---- phases and pools ----------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Phase:
-    name: str
-    parts: dict[str, int]  # bytes on top of the pool's resident states
-    knob: str | None = None  # the config key whose value scales this phase
-    knob_value: int = 0  # its value in effect (capped by the rows a worker has)
-    knob_divides: int = 0  # > 0: a valid knob value must divide this (micro-batches of a mini-batch)
 
 
 @dataclass(frozen=True)
@@ -190,7 +163,7 @@ class MemoryReport:
 
     def describe(self) -> str:
         worst = max(self.pools, key=lambda p: p.peak_bytes / p.budget)
-        lines = [(f"memory per worker (fp32 estimate): peak {fmt_bytes(worst.peak_bytes)} of "
+        lines = [(f"memory per worker (estimate): peak {fmt_bytes(worst.peak_bytes)} of "
                   f"{fmt_bytes(worst.budget)} in the {worst.name} pool ({worst.peak_phase})")]
         for p in self.pools:
             lines.append(f"  {p.name} pool, {p.workers} worker(s): peak {fmt_bytes(p.peak_bytes)} in {p.peak_phase}, "
@@ -242,39 +215,41 @@ def _gathered(role: str, d: ModelDims, shards: int) -> dict[str, int]:
     return {f"{role} gathered weights": FP32 * d.params} if shards > 1 else {}
 
 
-def _forward_phase(name: str, knob: str, configured: int, rows: int, d: ModelDims, s: int, t: int,
-                   extra: dict[str, int], lm_head: bool = True) -> Phase:
-    """A forward without gradients over micro-batches of min(configured, rows) sequences."""
-    b = min(configured, rows)
-    out = logits_bytes(d, b, s, t) if lm_head else FP32 * b * s * d.hidden  # else: the final hidden states
-    return Phase(name, {**extra, "layer transient": forward_transient_bytes(d, b, s),
-                        "logits" if lm_head else "hidden states": out}, knob, b)
+def _phase(name: str, parts: dict[str, int], key: str, batching, rows: int, s: int, divides: int = 0) -> Phase:
+    """A pass's phase, scaled by its micro-batch size key or, with a token budget, by the budget's key."""
+    if batching.dynamic:
+        return Phase(name, parts, key.replace("micro_batch_size_per_gpu", "max_token_len_per_gpu"),
+                     min(batching.max_tokens, rows * s), knob_min=s)
+    return Phase(name, parts, key, micro_rows(batching, rows, s), divides)
 
 
-def _update_phase(role: str, knob: str, d: ModelDims, plan: BatchPlan, shards: int, s: int, t: int,
-                  lm_head: bool) -> Phase:
+def _update_phase(role: str, key: str, d: ModelDims, plan: BatchPlan, shards: int, batching, f, lm_head: bool,
+                  cfg: RLConfig) -> Phase:
     """Forward + backward of one micro-batch. FSDP2 keeps the root group (embeddings, final norm, head)
     and one decoder layer gathered, and with several micro-batches accumulates unsharded gradients
     (gradient sync only after the last one: sharding.FullyShard.set_gradient_sync)."""
-    b = plan.micro_batch_responses_per_worker
-    parts = {"saved activations": saved_activation_bytes(d, b, s, t, lm_head)}
-    if lm_head:
-        parts["logits"] = logits_bytes(d, b, s, t)
+    (s, t), rows = _lengths(cfg), plan.mini_batch_responses_per_worker
+    b = micro_rows(batching, rows, s)
+    parts = update_parts(f, d, b, cfg.actor_rollout_ref.rollout.n, s - t, t, lm_head)
     if shards > 1:
         parts["gathered root group + one layer"] = FP32 * (d.root_params + d.layer_params)
-        if plan.grad_accum_steps > 1:
+        if b < rows:
             parts["unsharded accumulated gradients"] = FP32 * d.params
-    return Phase(f"{role} update", parts, knob, b, plan.mini_batch_responses_per_worker)
+    if batching.dynamic:
+        key = key.replace("ppo_micro_batch_size_per_gpu", "ppo_max_token_len_per_gpu")
+        return Phase(f"{role} update", parts, key, min(batching.max_tokens, rows * s), knob_min=s)
+    return Phase(f"{role} update", parts, key, b, rows)
 
 
-def _optimizer_phase(role: str, d: ModelDims, shards: int, trained: int | None = None) -> Phase:
-    """torch's AdamW (foreach by default on CUDA) materializes sqrt(v) of every trained parameter at once
-    (`trained`, default all of them): one fp32 copy during the step (on the CPU its per-tensor loop needs
-    only the largest tensor's)."""
-    return Phase(f"{role} optimizer step", {"AdamW step temporaries": FP32 * -(-(trained or d.params) // shards)})
+def _optimizer_phase(role: str, d: ModelDims, shards: int, device: str, trained: int | None = None) -> Phase:
+    """torch's AdamW step. Plain fp32 tensors get the fused kernel (trainer/optim.py): no temporaries. Sharded
+    (DTensor) parameters get the default: foreach on CUDA, which materializes sqrt(v) of every trained
+    parameter at once (`trained`, default all); on the CPU a per-tensor loop, the largest tensor's."""
+    if shards == 1:
+        return Phase(f"{role} optimizer step", {})
+    n = -(-(trained or d.params) // shards) if device != "cpu" else max(d.vocab, d.intermediate) * d.hidden // shards
+    return Phase(f"{role} optimizer step", {"AdamW step temporaries": FP32 * n})
 
-
-# ---- what each pool holds and does ---------------------------------------------------------------
 
 def _dims(path: str, key: str) -> ModelDims:
     from hybridrl.models.loading import readable, resolve_model_path
@@ -287,29 +262,6 @@ def _lengths(cfg: RLConfig) -> tuple[int, int]:
     """(S, T): padded sequence and response lengths of every forward after generation."""
     d = cfg.data
     return d.max_prompt_length + d.max_response_length, d.max_response_length
-
-
-def _generated_per_worker(cfg: RLConfig, world: int) -> int:
-    """Responses the busiest worker generates in one call: a round's prompts are split over the
-    workers (distributed/group.py shard_rows) and each sampled n times; validation generates about
-    VAL_BATCH responses per call."""
-    d, r = cfg.data, cfg.actor_rollout_ref.rollout
-    train = -(-(d.gen_batch_size or d.train_batch_size) // world) * r.n
-    val_prompts = max(1, VAL_BATCH // r.val_kwargs.n)
-    return max(train, -(-val_prompts // world) * r.val_kwargs.n if d.val_files else 0)
-
-
-def _rollout_phase(cfg: RLConfig, d: ModelDims, world: int, shards: int) -> Phase:
-    """Generation of min(max_num_seqs, responses per worker) sequences at a time (rollout/hf.py): their
-    KV cache at full length, the last position's logits (the prefill asks HF for that one only), and
-    the prefill's layer transient. Summed: conservative."""
-    r, p = cfg.actor_rollout_ref.rollout, cfg.data.max_prompt_length
-    k = min(r.max_num_seqs, _generated_per_worker(cfg, world))
-    if r.name == "vllm":  # vLLM's own weights and KV cache are resident (_vllm_engine); only its outputs here
-        return Phase("rollout", {"sampled token logits": FP32 * k * d.vocab}, "actor_rollout_ref.rollout.max_num_seqs", k)
-    parts = {**_gathered("policy", d, shards), "KV cache": kv_cache_bytes(d, k, p + cfg.data.max_response_length),
-             "prefill logits": FP32 * k * d.vocab, "prefill layer transient": forward_transient_bytes(d, k, p)}
-    return Phase("rollout", parts, "actor_rollout_ref.rollout.max_num_seqs", k)
 
 
 def _vllm_engine(cfg: RLConfig, d: ModelDims) -> dict[str, int]:
@@ -334,11 +286,13 @@ def _critic_parts(cfg: RLConfig, world: int) -> tuple[dict[str, int], list[Phase
     d = value_model_dims(_dims(c.model.path or cfg.actor_rollout_ref.model.path, "critic.model.path"))
     plan, shards, (s, t) = critic_batch_plan(cfg), _shards(c.strategy, world), _lengths(cfg)
     trained = _critic_lora_trained(cfg, d)  # with LoRA, validate.py refuses sharding over ranks: shards is 1 then
-    rows = -(-plan.responses_per_step // world)
-    phases = [_forward_phase("critic values", "critic.forward_micro_batch_size_per_gpu", c.forward_micro_batch_size_per_gpu,
-                             rows, d, s, t, _gathered("critic", d, shards), lm_head=False),
-              _update_phase("critic", "critic.ppo_micro_batch_size_per_gpu", d, plan, shards, s, t, lm_head=False),
-              _optimizer_phase("critic", d, shards, trained)]
+    rows, f, n = -(-plan.responses_per_step // world), critic_forward(cfg, d), cfg.actor_rollout_ref.rollout.n
+    values = critic_values_batching(cfg)
+    parts = {**_gathered("critic", d, shards), **forward_parts(f, d, micro_rows(values, rows, s), n, s - t, t, False)}
+    phases = [_phase("critic values", parts, "critic.forward_micro_batch_size_per_gpu", values, rows, s),
+              _update_phase("critic", "critic.ppo_micro_batch_size_per_gpu", d, plan, shards,
+                            critic_update_batching(cfg, plan.micro_batch_responses_per_worker), f, False, cfg),
+              _optimizer_phase("critic", d, shards, cfg.trainer.device, trained)]
     return (_lora_trainable("critic", d, trained) if trained else _trainable("critic", d, shards)), phases
 
 
@@ -362,10 +316,22 @@ def _reward_parts(cfg: RLConfig, workers: int) -> tuple[dict[str, int], list[Pha
     rm, d_, r = cfg.reward_model, cfg.data, cfg.actor_rollout_ref.rollout
     d = _dims(rm.model.path, "reward_model.model.path")
     scored = max((d_.gen_batch_size or d_.train_batch_size) * r.n, VAL_BATCH if d_.val_files else 0)
-    s, t = _lengths(cfg)
-    phase = _forward_phase("reward scoring", "reward_model.micro_batch_size_per_gpu", rm.micro_batch_size_per_gpu,
-                           -(-scored // workers), d, s, t, {}, lm_head=False)
+    (s, t), rows = _lengths(cfg), -(-scored // workers)
+    b = max(1, min(rm.micro_batch_size_per_gpu, rows))
+    phase = Phase("reward scoring", forward_parts(Forward(), d, b, 1, s - t, t, lm_head=False),
+                  "reward_model.micro_batch_size_per_gpu", b)
     return {"reward model weights": FP32 * d.params}, [phase]
+
+
+def _reference(cfg: RLConfig, d: ModelDims, rows: int, adapter) -> tuple[dict[str, int], Phase]:
+    """The frozen reference: its weights at ref.fsdp_config.model_dtype (never sharded; with LoRA the
+    policy's own module, adapter off: no copy) and its log-prob pass."""
+    f, (s, t) = reference_forward(cfg, d), _lengths(cfg)
+    batching = ref_batching(cfg)
+    resident = {} if adapter else {"reference weights": (BF16 if f.bf16_weights else FP32) * d.params}
+    parts = forward_parts(f, d, micro_rows(batching, rows, s), cfg.actor_rollout_ref.rollout.n, s - t, t)
+    return resident, _phase("reference log-probs", parts, "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu",
+                            batching, rows, s)
 
 
 def _policy_parts(cfg: RLConfig, plan: BatchPlan) -> tuple[dict[str, int], tuple[Phase, ...]]:
@@ -374,24 +340,24 @@ def _policy_parts(cfg: RLConfig, plan: BatchPlan) -> tuple[dict[str, int], tuple
 
     arr, world, (s, t) = cfg.actor_rollout_ref, plan.world_size, _lengths(cfg)
     d = _dims(arr.model.path, "actor_rollout_ref.model.path")
-    shards = _shards(arr.actor.strategy, world)
+    shards, f = _shards(arr.actor.strategy, world), policy_forward(cfg, d)
     adapter = _lora_trained(arr.model, d)
     resident = _lora_trainable("policy", d, adapter) if adapter else _trainable("policy", d, shards)
-    phases = [_rollout_phase(cfg, d, world, shards)]
+    phases = generation_phases(cfg, d, world, _gathered("policy", d, shards))
     resident.update(_vllm_engine(cfg, d))
     rows = -(-plan.responses_per_step // world)
     if not plan.on_policy or cfg.algorithm.use_kl_in_reward:  # trainer/rl.py recomputes π_old only then
-        phases.append(_forward_phase("policy log-probs", "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu",
-                                     arr.rollout.log_prob_micro_batch_size_per_gpu, rows, d, s, t,
-                                     _gathered("policy", d, shards)))
-    if needs_reference(cfg):  # never sharded; with LoRA the policy's own module, adapter off (no copy)
-        if not adapter:
-            resident["reference weights"] = FP32 * d.params
-        phases.append(_forward_phase("reference log-probs", "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu",
-                                     arr.ref.log_prob_micro_batch_size_per_gpu, rows, d, s, t, {}))
-    phases += [_update_phase("policy", "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu", d, plan, shards, s, t,
-                             lm_head=True),
-               _optimizer_phase("policy", d, shards, adapter)]
+        batching = log_prob_batching(cfg)
+        parts = forward_parts(f, d, micro_rows(batching, rows, s), arr.rollout.n, s - t, t)
+        phases.append(_phase("policy log-probs", {**_gathered("policy", d, shards), **parts},
+                             "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu", batching, rows, s))
+    if needs_reference(cfg):
+        ref_resident, ref_phase = _reference(cfg, d, rows, adapter)
+        resident.update(ref_resident)
+        phases.append(ref_phase)
+    phases += [_update_phase("policy", "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu", d, plan, shards,
+                             actor_update_batching(cfg, plan.micro_batch_responses_per_worker), f, True, cfg),
+               _optimizer_phase("policy", d, shards, cfg.trainer.device, adapter)]
     extras = []
     if needs_critic(cfg) and cfg.critic.n_workers is None:
         extras.append(_critic_parts(cfg, world))
@@ -435,24 +401,31 @@ def _budget(cfg: RLConfig, device: str, processes: int) -> tuple[int, str]:
                       "set trainer.memory_per_worker_gb to one worker's GPU memory in GiB (e.g. 80)")
 
 
+def _runtime(device: str) -> dict[str, int]:
+    """The process itself, counted where the budget is host memory (see RUNTIME_BYTES)."""
+    return {"runtime (Python, torch, transformers)": RUNTIME_BYTES} if device == "cpu" else {}
+
+
 def estimate_memory(cfg: RLConfig, plan: BatchPlan) -> MemoryReport:
     """Every pool's per-worker estimate (see the module doc); `plan` is the actor's batch plan."""
     from hybridrl.config.validate import needs_critic
 
     tr, rm = cfg.trainer, cfg.reward_model
     procs = _processes_per_node(cfg)
-    pools = [PoolMemory("actor", plan.world_size, *_policy_parts(cfg, plan), *_budget(cfg, tr.device, procs))]
+    resident, phases = _policy_parts(cfg, plan)
+    pools = [PoolMemory("actor", plan.world_size, _runtime(tr.device) | resident, phases,
+                        *_budget(cfg, tr.device, procs))]
     if needs_critic(cfg) and cfg.critic.n_workers is not None:
         resident, phases = _critic_parts(cfg, cfg.critic.n_workers)
-        pools.append(PoolMemory("critic", cfg.critic.n_workers, resident, tuple(phases), *_budget(cfg, tr.device, procs)))
+        pools.append(PoolMemory("critic", cfg.critic.n_workers, _runtime(tr.device) | resident, tuple(phases),
+                                *_budget(cfg, tr.device, procs)))
     if rm.enable and tr.backend != "local":
         pooled = rm.enable_resource_pool
         workers = max(1, rm.n_gpus_per_node * rm.nnodes) if pooled else 1
+        device = tr.device if pooled else "cpu"  # the driver loads the reward model on the CPU (trainer/build.py)
         resident, phases = _reward_parts(cfg, workers)
-        # the driver loads the reward model on the CPU (trainer/build.py)
-        budget = _budget(cfg, tr.device if pooled else "cpu", procs)
-        pools.append(PoolMemory("reward_model" if pooled else "driver (reward model)", workers, resident,
-                                tuple(phases), *budget))
+        pools.append(PoolMemory("reward_model" if pooled else "driver (reward model)", workers,
+                                _runtime(device) | resident, tuple(phases), *_budget(cfg, device, procs)))
     return MemoryReport(tuple(pools))
 
 
@@ -475,5 +448,5 @@ def check_memory(cfg: RLConfig, plan: BatchPlan) -> MemoryReport:
         from hybridrl.config.memory_fixes import propose_fixes, refusal
 
         fixes = propose_fixes(cfg, over)
-        raise MemoryBudgetError(refusal(over, fixes), fixes)
+        raise MemoryBudgetError(refusal(cfg, over, fixes), fixes)
     return report

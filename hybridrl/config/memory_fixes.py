@@ -1,5 +1,7 @@
-"""The nearest settings that fit a memory budget (config/memory.py's refusal): the largest batch
-knobs that fit under the same estimate, else more workers, before FSDP2 sharding."""
+"""The nearest settings that fit a memory budget (config/memory.py's refusal): the memory levers that are
+off (activation checkpointing, padding-free packing, bf16 compute and a bf16 reference, token-budget
+micro-batches), the largest batch knobs that fit under the same estimate, else more workers, before
+FSDP2 sharding."""
 
 from __future__ import annotations
 
@@ -9,19 +11,86 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from hybridrl.config.derive import actor_plan
+from hybridrl.config.levers import dtype_name
 from hybridrl.config.memory import SHARDED, Phase, PoolMemory, estimate_memory, fmt_bytes
 from hybridrl.config.plan import largest_divisor
 from hybridrl.config.schema import RLConfig
 from hybridrl.errors import ConfigError
 
+MODEL, ACTOR = "actor_rollout_ref.model", "actor_rollout_ref.actor"
+LEVERS = {  # what each lever key does, for the refusal's wording
+    f"{MODEL}.enable_gradient_checkpointing": "activation checkpointing",
+    f"{MODEL}.use_remove_padding": "padding-free packing",
+    f"{ACTOR}.fsdp_config.mixed_precision.param_dtype": "bf16 compute",
+    "actor_rollout_ref.ref.fsdp_config.model_dtype": "bf16 reference weights",
+    f"{ACTOR}.use_dynamic_bsz": "token-budget micro-batches",
+    "critic.model.enable_gradient_checkpointing": "the critic's activation checkpointing",
+}
+MAX_FIXES = 3
+
 
 def propose_fixes(cfg: RLConfig, over: list[PoolMemory]) -> list[dict[str, Any]]:
-    """Smaller batch knobs if they suffice (the largest values that fit), else more workers (and FSDP2)."""
-    knobs = _fit_knobs(cfg, {})
-    if knobs:
-        return [knobs]
-    workers = _fit_workers(cfg, {p.name for p in over})
-    return [workers] if workers else []
+    """Up to MAX_FIXES override sets that fit: the memory levers that are off and fit by themselves (cheapest first),
+    else the levers that lower the peak, together, with the largest batch knobs that fit; smaller batch knobs
+    alone; and, when none of these fits, more workers (with those levers if need be)."""
+    levers = [lv for lv in lever_sets(cfg) if _lowers_peak(cfg, lv, over)]
+    fixes = [lv for lv in levers if _fits(_with(cfg, lv))][:MAX_FIXES - 1]  # room for the knobs alone
+    useful = {k: v for lv in levers for k, v in lv.items()}
+    if not fixes and useful and (found := _fit_knobs(cfg, useful)) is not None:
+        fixes.append(found)
+    if (knobs := _fit_knobs(cfg, {})) is not None and knobs:
+        fixes.append(knobs)
+    if not fixes:
+        names = {p.name for p in over}
+        workers = _fit_workers(cfg, names, {}) or (_fit_workers(cfg, names, useful) if useful else None)
+        fixes += [workers] if workers else []
+    return fixes[:MAX_FIXES]
+
+
+def _lowers_peak(cfg: RLConfig, lever: dict[str, Any], over: list[PoolMemory]) -> bool:
+    """Whether a lever lowers the peak of some over-budget pool."""
+    pools = _try_estimate(_with(cfg, lever))
+    if pools is None:
+        return False
+    peaks = {p.name: p.peak_bytes for p in pools}
+    return any(peaks.get(p.name, p.peak_bytes) < p.peak_bytes for p in over)
+
+
+def lever_sets(cfg: RLConfig) -> list[dict[str, Any]]:
+    """The memory levers this config leaves off, one override set each, in order of what they cost: activation
+    checkpointing (one more forward of the layers; with the padded prompt sharing it needs packing, as HF's
+    checkpointed layers drop the KV cache), packing (none), bf16 compute and reference weights (precision),
+    token budgets (the budget ppo_max_token_len_per_gpu, which the knob search then cuts to what fits)."""
+    from hybridrl.config.validate import needs_critic, needs_reference
+
+    arr = cfg.actor_rollout_ref
+    m, a = arr.model, arr.actor
+    out = []
+    if not m.enable_gradient_checkpointing:
+        ckpt: dict[str, Any] = {f"{MODEL}.enable_gradient_checkpointing": True}
+        if m.share_prompt_prefix and not m.use_remove_padding:
+            ckpt[f"{MODEL}.use_remove_padding"] = True
+        out.append(ckpt)
+    if not m.use_remove_padding:
+        out.append({f"{MODEL}.use_remove_padding": True})
+    bf16: dict[str, Any] = {}
+    if dtype_name("", a.fsdp_config.mixed_precision.param_dtype) == "fp32":
+        bf16[f"{ACTOR}.fsdp_config.mixed_precision.param_dtype"] = "bf16"
+    if needs_reference(cfg) and m.lora_rank == 0 and dtype_name("", arr.ref.fsdp_config.model_dtype) == "fp32":
+        bf16["actor_rollout_ref.ref.fsdp_config.model_dtype"] = "bf16"
+        bf16["actor_rollout_ref.ref.fsdp_config.mixed_precision.param_dtype"] = "bf16"
+    if bf16:
+        out.append(bf16)
+    if not a.use_dynamic_bsz:
+        out.append({f"{ACTOR}.use_dynamic_bsz": True})
+    if needs_critic(cfg) and not cfg.critic.model.enable_gradient_checkpointing:
+        out.append({"critic.model.enable_gradient_checkpointing": True})
+    return out
+
+
+def _fits(cfg: RLConfig) -> bool:
+    pools = _try_estimate(cfg)
+    return pools is not None and all(p.peak_bytes <= p.budget for p in pools)
 
 
 def _with(cfg: RLConfig, overrides: dict[str, Any]) -> RLConfig:
@@ -79,7 +148,8 @@ def _last_true(values: list[int], pred: Callable[[int], bool]) -> int | None:
 
 def _largest_knob(cfg: RLConfig, overrides: dict[str, Any], pool: str, phase: Phase) -> int | None:
     """The largest valid value of the phase's knob, below the one in effect, with which the phase fits."""
-    values = [v for v in range(1, phase.knob_value) if not phase.knob_divides or phase.knob_divides % v == 0]
+    values = [v for v in range(phase.knob_min, phase.knob_value)
+              if not phase.knob_divides or phase.knob_divides % v == 0]
     return _last_true(values, lambda v: _phase_fits(_with(cfg, {**overrides, phase.knob: v}), pool, phase.name))
 
 
@@ -111,9 +181,10 @@ def _micro_for(key: str, micro: int, per_worker: int) -> dict[str, int]:
     return {key: largest_divisor(per_worker, micro)}
 
 
-def _fit_workers(cfg: RLConfig, pools: set[str]) -> dict[str, Any] | None:
-    """The first layout of `_more_workers` that fits, with any knob it still needs."""
-    return next((found for base in _more_workers(cfg, pools) if (found := _fit_knobs(cfg, base)) is not None), None)
+def _fit_workers(cfg: RLConfig, pools: set[str], levers: dict[str, Any]) -> dict[str, Any] | None:
+    """The first layout of `_more_workers` that fits, with `levers` and any knob it still needs."""
+    return next((found for base in _more_workers(cfg, pools)
+                 if (found := _fit_knobs(cfg, {**levers, **base})) is not None), None)
 
 
 def _more_workers(cfg: RLConfig, pools: set[str]) -> Iterator[dict[str, Any]]:
@@ -144,7 +215,28 @@ def _more_workers(cfg: RLConfig, pools: set[str]) -> Iterator[dict[str, Any]]:
             yield from ({"critic.n_workers": w, **strategy, **micro} for strategy in strategies)
 
 
-def refusal(over: list[PoolMemory], fixes: list[dict[str, Any]]) -> str:
+def _levers_on(cfg: RLConfig) -> list[str]:
+    """The policy's memory levers this config already uses, named with their keys."""
+    arr = cfg.actor_rollout_ref
+    m, a = arr.model, arr.actor
+    precision = f"{ACTOR}.fsdp_config.mixed_precision.param_dtype"
+    on = [(m.enable_gradient_checkpointing, f"{MODEL}.enable_gradient_checkpointing", "true"),
+          (m.use_remove_padding, f"{MODEL}.use_remove_padding", "true"),
+          (dtype_name("", a.fsdp_config.mixed_precision.param_dtype) == "bf16", precision, "bf16"),
+          (dtype_name("", arr.ref.fsdp_config.model_dtype) == "bf16", "actor_rollout_ref.ref.fsdp_config.model_dtype",
+           "bf16"),
+          (a.use_dynamic_bsz, f"{ACTOR}.use_dynamic_bsz", f"true, ppo_max_token_len_per_gpu={a.ppo_max_token_len_per_gpu}")]
+    return [f"{LEVERS[key]} ({key}={value})" for used, key, value in on if used]
+
+
+def _describe_fix(fix: dict[str, Any]) -> str:
+    """`key=value ...`, led by what the levers among them are."""
+    names = list(dict.fromkeys(LEVERS[k] for k in fix if k in LEVERS))
+    keys = " ".join(f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in fix.items())
+    return f"{' + '.join(names)}: {keys}" if names else keys
+
+
+def refusal(cfg: RLConfig, over: list[PoolMemory], fixes: list[dict[str, Any]]) -> str:
     reasons = []
     for p in over:
         ph, resident = p.peak, sum(p.resident.values())
@@ -158,10 +250,13 @@ def refusal(over: list[PoolMemory], fixes: list[dict[str, Any]]) -> str:
                 why += f", which grows with {ph.knob} ({ph.knob_value} in effect)"
         reasons.append(f"the {p.name} pool needs about {fmt_bytes(p.peak_bytes)} per worker at its peak ({ph.name}), "
                        f"more than its budget of {fmt_bytes(p.budget)} ({p.budget_source}): {why}")
+    on = _levers_on(cfg)
+    counted = f" (counted with the memory levers already on: {', '.join(on)})" if on else ""
     if fixes:
-        fix = "it fits with " + "; or with ".join(" ".join(f"{k}={v}" for k, v in f.items()) for f in fixes)
+        fix = "it fits with " + "; or with ".join(_describe_fix(f) for f in fixes)
     else:
-        fix = ("no micro-batch size or worker count fits; use a smaller model, shorter data.max_prompt_length + "
-               "data.max_response_length, or workers with more memory")
-    return (f"{'; '.join(reasons)}; {fix}; or, if a worker has more memory than that, set "
+        fix = ("no memory lever (activation checkpointing, packing, bf16, token budgets), micro-batch size or worker "
+               "count fits; use a smaller model, shorter data.max_prompt_length + data.max_response_length, or "
+               "workers with more memory")
+    return (f"{'; '.join(reasons)}{counted}; {fix}; or, if a worker has more memory than that, set "
             "trainer.memory_per_worker_gb to it in GiB (the estimate is approximate; `hybridrl plan` shows its parts)")

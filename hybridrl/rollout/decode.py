@@ -81,14 +81,18 @@ class LeanDecoder:
         cos, sin = m.rotary_emb(p[:1, None], torch.arange(max_len, device=p.device)[None])  # [1, max_len, D]
         half = self.head_dim // 2
         self.cos, self.signed_sin = cos[0], torch.cat([-sin[0, :, :half], sin[0, :, half:]], -1)
-        shape = (batch, self.n_kv, max_len, self.head_dim)
-        self.keys = [torch.zeros(shape, dtype=p.dtype, device=p.device) for _ in m.layers]
-        self.values = [torch.zeros(shape, dtype=p.dtype, device=p.device) for _ in m.layers]
+        # [N, n_kv, max_len, head_dim] per layer, allocated by fill: layer by layer, as the prompt's cache is
+        # released, so that both caches are never whole at once
+        self.shape = (batch, self.n_kv, max_len, self.head_dim)
+        self.keys: list[Tensor] = []
+        self.values: list[Tensor] = []
 
     def fill(self, layer: int, keys: Tensor, values: Tensor) -> None:
-        """The prompt's keys and values [N, n_kv, P, head_dim] at positions 0..P-1."""
-        self.keys[layer][:, :, :keys.shape[2]] = keys
-        self.values[layer][:, :, :values.shape[2]] = values
+        """The prompt's keys and values [N, n_kv, P, head_dim] at positions 0..P-1; layers in order, from 0."""
+        assert layer == len(self.keys), "fill the layers in order"
+        for cache, part in ((self.keys, keys), (self.values, values)):
+            cache.append(torch.zeros(self.shape, dtype=self.embed.dtype, device=part.device))
+            cache[-1][:, :, :part.shape[2]] = part
 
     def _rms(self, x: Tensor, weight: Tensor) -> Tensor:
         x32 = x.float()

@@ -123,12 +123,14 @@ class HFRolloutEngine(RolloutEngine):
             lean = decode.LeanDecoder(self.module, len(attn), P + T, dtype)
             for i, layer in enumerate(cache.layers):
                 lean.fill(i, layer.keys, layer.values)
+                layer.keys = layer.values = None  # the prompt's cache is released as it is copied (memory)
             return lambda tokens, positions, slot: lean.step(tokens, positions, slot, attn[:, :slot + 1].bool())
         # The cache places each update after the last (transformers 5 dropped cache_position): the prompt
         # fills slots 0..P-1, decode step t slot P+t, the order in which they are called.
         static = _static_cache(StaticCache, self.module.config, P + T, self.precision)
         for i, layer in enumerate(cache.layers):
             static.update(layer.keys, layer.values, i)
+            layer.keys = layer.values = None
         return lambda tokens, positions, slot: self.module(
             input_ids=tokens[:, None], attention_mask=attn, position_ids=positions[:, None], past_key_values=static,
             use_cache=True).logits[:, -1]
