@@ -12,7 +12,15 @@ import sys
 
 from hybridrl import progress
 from hybridrl.errors import HybridRLError
-from hybridrl.interrupt import EXIT_CODE, Interrupted, StoppedEarly, handling_signals, kill_descendants, stopping
+from hybridrl.interrupt import (
+    EXIT_CODE,
+    Interrupted,
+    StoppedEarly,
+    handling_signals,
+    interrupted_message,
+    kill_descendants,
+    stopping,
+)
 
 
 def _keys_help(cls) -> str:
@@ -342,11 +350,11 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         except (Interrupted, KeyboardInterrupt) as e:
             kill_descendants()  # anything the command's cleanup left behind goes with it
-            print(f"{name}: {getattr(e, 'message', None) or 'interrupted'}", file=sys.stderr)
+            print(f"{name}: {getattr(e, 'message', None) or interrupted_message()}", file=sys.stderr)
             return EXIT_CODE
         except Exception:
             if not stopping():  # a bug: its traceback is what a report needs
                 raise
             kill_descendants()  # the stop-at-once, turned into another error by a C extension on its way
-            print(f"{name}: interrupted", file=sys.stderr)
+            print(f"{name}: {interrupted_message()}", file=sys.stderr)
             return EXIT_CODE

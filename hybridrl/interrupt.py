@@ -70,6 +70,7 @@ class _State:
     installed = False
     hard_exit = False  # the CLI process: may end itself (a test's process must not)
     stopping = False  # an Interrupted was raised: the process is on its way out
+    reason: Optional[str] = None  # what started the stop at once: "SIGINT", "SIGTERM again" ...
     loop: Optional[StopRequest] = None  # the graceful section in progress, if any
 
 
@@ -114,6 +115,12 @@ def stopping() -> bool:
     return _state.stopping
 
 
+def interrupted_message() -> str:
+    """What an interrupted command says when the error that ended it is not our Interrupted (a C extension
+    turned it into its own, or a KeyboardInterrupt arrived before the handlers were installed)."""
+    return f"interrupted ({_state.reason or 'SIGINT'})"
+
+
 def kill_descendants(root: Optional[int] = None) -> None:
     """SIGKILL every descendant process of `root` (default: this one): what an interrupted command's
     cleanup left behind."""
@@ -153,6 +160,7 @@ def _handle(signum: int, frame) -> None:
     _state.stopping = True
     _watchdog()
     again = " again" if loop is not None else ""
+    _state.reason = f"{name}{again}"
     raise Interrupted(f"interrupted ({name}{again})")
 
 
