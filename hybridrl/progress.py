@@ -28,6 +28,7 @@ from tqdm import tqdm
 
 T = TypeVar("T")
 AFTER_S = 2.0  # a phase shorter than this shows nothing
+TICK_S = 0.5  # how often a terminal's bar is redrawn
 
 
 @dataclass
@@ -69,11 +70,11 @@ class Reporter:
     """Shows the stack of running phases on `stream` (default stderr); see the module doc."""
 
     def __init__(self, stream: Optional[TextIO] = None, tty: Optional[bool] = None, after_s: Optional[float] = None,
-                 tick_s: float = 0.5, every_s: float = 30.0):
+                 tick_s: Optional[float] = None, every_s: float = 30.0):
         self.stream = stream or sys.stderr
         self.tty = _isatty(self.stream) if tty is None else tty
         self.after_s = AFTER_S if after_s is None else after_s
-        self.tick_s, self.every_s = tick_s, every_s
+        self.tick_s, self.every_s = TICK_S if tick_s is None else tick_s, every_s
         self.prefix = ""  # e.g. "step 3", before each log line
         self.stack: list[Phase] = []
         self._lock = threading.RLock()  # the stack, the counts and the bar, shared with the ticker thread

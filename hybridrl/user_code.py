@@ -6,6 +6,9 @@ never a traceback or a silent exit of hybridrl.
 from __future__ import annotations
 
 import importlib.util
+import os
+import sysconfig
+import traceback
 from types import ModuleType
 
 from hybridrl.errors import ConfigError
@@ -16,6 +19,24 @@ def failure(e: BaseException) -> str:
     if isinstance(e, SystemExit):
         return f"it called sys.exit({e.code!r})"
     return f"{type(e).__name__}: {e}"
+
+
+# Code that is not the user's: the standard library, installed packages, hybridrl itself. A library can
+# sit innermost in a traceback (wandb wraps sys.exit, numpy raises inside itself), so "where" is the
+# innermost frame outside these, the line the user can go and fix.
+_NOT_USERS = tuple({os.path.realpath(p) + os.sep for k in ("stdlib", "platstdlib", "purelib", "platlib")
+                    if (p := sysconfig.get_paths().get(k))} | {os.path.dirname(os.path.realpath(__file__)) + os.sep})
+
+
+def where(e: BaseException) -> str:
+    """` (at file:line)` of the innermost frame of `e`'s traceback in the user's code (else the innermost
+    frame of all; "" without a traceback)."""
+    frames = traceback.extract_tb(e.__traceback__)
+    if not frames:
+        return ""
+    users = [f for f in frames if not os.path.realpath(f.filename).startswith(_NOT_USERS)]
+    frame = (users or frames)[-1]
+    return f" (at {frame.filename}:{frame.lineno})"
 
 
 def import_file(path: str, module_name: str, what: str) -> ModuleType:

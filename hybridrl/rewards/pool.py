@@ -17,7 +17,6 @@ import multiprocessing
 import signal
 import threading
 import time
-import traceback
 from concurrent.futures import FIRST_COMPLETED, wait
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
@@ -25,7 +24,7 @@ from typing import Any, Callable, Iterator, Optional
 
 from hybridrl.rewards.custom import KEYS, load_function, split_result
 from hybridrl.rewards.scorers import SCORERS
-from hybridrl.user_code import failure
+from hybridrl.user_code import failure, where
 
 
 @dataclass(frozen=True)
@@ -57,10 +56,8 @@ def _init_worker(ref: FunctionRef) -> None:
 
 
 def _describe(e: BaseException) -> str:
-    """`Type: message (at file:line)` of the innermost frame, short enough for one log line."""
-    tb = traceback.extract_tb(e.__traceback__)
-    where = f" (at {tb[-1].filename}:{tb[-1].lineno})" if tb else ""
-    return f"{failure(e)}{where}"
+    """`Type: message (at file:line)` of the innermost frame in the user's code, short enough for one log line."""
+    return f"{failure(e)}{where(e)}"
 
 
 def _checked(value: Any) -> Scored:

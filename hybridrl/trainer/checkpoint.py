@@ -34,6 +34,7 @@ import torch
 from omegaconf import OmegaConf
 
 from hybridrl.errors import ConfigError, HybridRLError
+from hybridrl.models.loading import quiet_loading
 from hybridrl.trainer.manifest import drop_from_manifest, problem_of, unchecked_note, write_manifest
 from hybridrl.trainer.runlock import not_writable
 
@@ -115,10 +116,7 @@ def set_rng_state(plain: dict, tensors: dict) -> None:
 def save_checkpoint(run, step: int) -> str:
     """Write global_step_<step> atomically, point `latest` at it; return its path."""
 
-    def write(tmp: str) -> None:
-        from transformers.utils import logging as hf_logging
-
-        hf_logging.disable_progress_bar()  # one "saved ..." line per checkpoint is enough
+    def write_roles(tmp: str) -> None:
         run.policy.save_pretrained(os.path.join(tmp, "actor"))
         run.tokenizer.save_pretrained(os.path.join(tmp, "actor"))
         torch.save(run.policy.state_dict(), os.path.join(tmp, "actor_state.pt"))
@@ -133,6 +131,10 @@ def save_checkpoint(run, step: int) -> str:
             json.dump(state, f)
         torch.save(tensors, os.path.join(tmp, "rng_state.pt"))
         shutil.copyfile(os.path.join(run.run_dir, "config.yaml"), os.path.join(tmp, "config.yaml"))
+
+    def write(tmp: str) -> None:
+        with quiet_loading():  # one "saved ..." line per checkpoint is enough; the setting is restored after
+            write_roles(tmp)
 
     final = write_step_folder(run.run_dir, step, write)
     replace_text(os.path.join(run.run_dir, LATEST), str(step))

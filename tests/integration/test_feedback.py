@@ -32,8 +32,10 @@ def cli_train_args(arith_data, run_dir) -> list[str]:
 
 
 # `hybridrl <args>` with every phase shown from its start (a phase shorter than progress.AFTER_S shows
-# nothing, and on a fast machine every phase of these small runs may be)
-EAGER = "import sys; from hybridrl import cli, progress; progress.AFTER_S = 0.0; sys.exit(cli.main(sys.argv[1:]))"
+# nothing, and on a fast machine every phase of these small runs may be) and a terminal's bars redrawn
+# every 5 ms (a phase that ends between two redraws of the default 0.5 s is never drawn)
+EAGER = ("import sys; from hybridrl import cli, progress; progress.AFTER_S = 0.0; progress.TICK_S = 0.005; "
+         "sys.exit(cli.main(sys.argv[1:]))")
 
 
 def in_a_terminal(args: list[str], timeout_s: float = 600) -> tuple[int, str]:

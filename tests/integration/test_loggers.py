@@ -63,7 +63,8 @@ def test_every_logger_holds_the_logged_values(arith_data, tmp_path, monkeypatch)
     run, _, _, records = run_training(base_overrides(arith_data, run_dir) + [
         "trainer.logger=[console,file,tensorboard,wandb,mlflow]", "trainer.project_name=proj",
         "trainer.experiment_name=exp", "actor_rollout_ref.rollout.val_kwargs.n=2",
-        "actor_rollout_ref.rollout.val_kwargs.do_sample=true", "data.val_max_samples=6",
+        "actor_rollout_ref.rollout.val_kwargs.do_sample=true", "actor_rollout_ref.rollout.val_kwargs.temperature=1.0",
+        "data.val_max_samples=6",
         "trainer.log_val_generations=3", f"trainer.rollout_data_dir={tmp_path / 'rollouts'}",
         f"trainer.validation_data_dir={tmp_path / 'val'}", "trainer.save_freq=0"])
     assert [r["step"] for r in records] == [0, 1, 2]

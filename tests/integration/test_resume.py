@@ -17,6 +17,7 @@ import torch
 
 from hybridrl.errors import ConfigError
 from hybridrl.trainer import checkpoint
+from hybridrl.trainer.manifest import MANIFEST
 
 from run_helpers import metrics, overrides, train  # tests/integration/run_helpers.py
 
@@ -70,12 +71,16 @@ def test_resume_is_exact_for_ppo_with_critic_and_adaptive_kl(arith_data, tmp_pat
 
 
 def test_partial_and_interrupted_checkpoints_are_never_resumed(arith_data, tmp_path, monkeypatch):
+    from transformers.utils import logging as hf_logging
+
     args = overrides(arith_data, tmp_path, 4, "trainer.save_freq=2")
+    hf_logging.enable_progress_bar()
     train(args)
+    assert hf_logging.is_progress_bar_enabled()  # saving turned transformers' bars off for its own writes only
     good = tmp_path / "global_step_4"
     # a copy whose save never finished (no manifest) and one whose weights file was cut short
     shutil.copytree(good, tmp_path / "global_step_6")
-    os.remove(tmp_path / "global_step_6" / checkpoint.MANIFEST)
+    os.remove(tmp_path / "global_step_6" / MANIFEST)
     shutil.copytree(good, tmp_path / "global_step_8")
     with open(tmp_path / "global_step_8" / "actor" / "model.safetensors", "r+b") as f:
         f.truncate(1000)

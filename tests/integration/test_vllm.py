@@ -41,7 +41,7 @@ def prompts(tok, pairs) -> PromptBatch:
 
 
 def trainer_log_probs(model, rollout) -> torch.Tensor:
-    return batched_log_probs(model, rollout.sequences(), TEMPERATURE, micro_batch_size=64)
+    return batched_log_probs(model, rollout.sequences(), TEMPERATURE, 64)
 
 
 PAIRS = [(1, 2), (23, 45), (7, 9), (50, 49), (12, 0), (99, 99)]

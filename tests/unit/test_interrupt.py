@@ -16,6 +16,18 @@ from hybridrl import interrupt
 from hybridrl.interrupt import Interrupted, StoppedEarly, graceful, handling_signals
 
 
+@pytest.fixture(autouse=True)
+def python_default_handlers():
+    """Each test starts from Python's own handlers, whatever an earlier test or library in this process
+    installed (a SIGINT left ignored made "restored" and "KeyboardInterrupt as usual" unobservable)."""
+    before = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    yield
+    for sig, handler in before.items():
+        signal.signal(sig, handler)
+
+
 def send(sig: int) -> None:
     os.kill(os.getpid(), sig)
     time.sleep(0.05)  # the handler runs at the next bytecode; give the signal time to arrive

@@ -25,6 +25,13 @@ from test_decode import _prompts, small
 BF16 = Precision.of("bf16")
 
 
+def fill_zeros(lean: decode.LeanDecoder) -> None:
+    """An empty prompt cache in every layer (the decoder allocates a layer's cache as it is filled)."""
+    N, K, _, D = lean.shape
+    for layer in range(len(lean.layers)):
+        lean.fill(layer, torch.zeros(N, K, 0, D), torch.zeros(N, K, 0, D))
+
+
 def test_lean_decoder_in_bf16_reads_bf16_weights_and_keeps_the_logits():
     model = small("qwen2")
     model.config.tie_word_embeddings = True
@@ -34,8 +41,10 @@ def test_lean_decoder_in_bf16_reads_bf16_weights_and_keeps_the_logits():
     out = {}
     for dtype in (None, torch.bfloat16):
         lean = decode.LeanDecoder(model, N, P + 1, dtype)
+        fill_zeros(lean)
         out[dtype] = lean.step(ids[:, P], torch.full((N,), P), P, mask)  # an empty prompt cache: attends to itself
     lean = decode.LeanDecoder(model, N, P + 1, torch.bfloat16)
+    fill_zeros(lean)
     weights = [lean.embed, lean.norm, *[t for layer in lean.layers for t in layer if t is not None]]
     assert {t.dtype for t in weights + lean.keys + lean.values} == {torch.bfloat16}
     assert lean.lm_head is lean.embed  # tied weights: one bf16 copy
