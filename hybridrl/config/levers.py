@@ -51,21 +51,22 @@ def actor_update_batching(cfg: RLConfig, micro_batch_size: int) -> MicroBatching
     return MicroBatching(micro_batch_size, a.ppo_max_token_len_per_gpu if a.use_dynamic_bsz else None)
 
 
+def _log_prob_pass(section, actor) -> MicroBatching:
+    """A no-gradient log-prob pass configured by `section` (rollout or ref): its own log_prob_* keys, each
+    null one falling back to the actor's, as verl's config does."""
+    dynamic = _pick(section.log_prob_use_dynamic_bsz, actor.use_dynamic_bsz)
+    return MicroBatching(section.log_prob_micro_batch_size_per_gpu,
+                         _pick(section.log_prob_max_token_len_per_gpu, actor.ppo_max_token_len_per_gpu) if dynamic else None)
+
+
 def log_prob_batching(cfg: RLConfig) -> MicroBatching:
     """The policy's no-gradient log-prob pass (π_old)."""
-    arr = cfg.actor_rollout_ref
-    r, a = arr.rollout, arr.actor
-    dynamic = _pick(r.log_prob_use_dynamic_bsz, a.use_dynamic_bsz)
-    return MicroBatching(r.log_prob_micro_batch_size_per_gpu,
-                         _pick(r.log_prob_max_token_len_per_gpu, a.ppo_max_token_len_per_gpu) if dynamic else None)
+    return _log_prob_pass(cfg.actor_rollout_ref.rollout, cfg.actor_rollout_ref.actor)
 
 
 def ref_batching(cfg: RLConfig) -> MicroBatching:
-    arr = cfg.actor_rollout_ref
-    ref, a = arr.ref, arr.actor
-    dynamic = _pick(ref.log_prob_use_dynamic_bsz, a.use_dynamic_bsz)
-    return MicroBatching(ref.log_prob_micro_batch_size_per_gpu,
-                         _pick(ref.log_prob_max_token_len_per_gpu, a.ppo_max_token_len_per_gpu) if dynamic else None)
+    """The reference's log-prob pass."""
+    return _log_prob_pass(cfg.actor_rollout_ref.ref, cfg.actor_rollout_ref.actor)
 
 
 def critic_update_batching(cfg: RLConfig, micro_batch_size: int) -> MicroBatching:

@@ -64,7 +64,8 @@ def build_llm(s: VLLMSettings, seed: int):
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")  # not an INFO line per weight sync on the console
     kwargs = dict(model=s.model_path, dtype=s.dtype, enforce_eager=s.enforce_eager, max_model_len=s.max_model_len,
                   max_num_seqs=s.max_num_seqs, seed=seed, skip_tokenizer_init=True,
-                  logprobs_mode="processed_logprobs", enable_prefix_caching=False)
+                  logprobs_mode="processed_logprobs", enable_prefix_caching=False,
+                  use_tqdm_on_load=False)  # no "Loading safetensors checkpoint shards" bar on every weight sync
     if s.device == "cpu":
         _bind_all_cores()
         kwargs["kv_cache_memory_bytes"] = int(s.cpu_kv_cache_gb * 2 ** 30)
