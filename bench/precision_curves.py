@@ -22,6 +22,7 @@ import resource
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -43,7 +44,7 @@ def train(run_dir: str, overrides: list[str], log: str) -> dict:
     start = time.perf_counter()
     with open(log, "w") as out:
         done = subprocess.run([BIN, "train", *overrides, f"trainer.default_local_dir={run_dir}",
-                               "trainer.resume_mode=disable", "trainer.logger=[console,file]"],
+                               "trainer.resume_mode=disable", "trainer.save_freq=0", "trainer.logger=[console,file]"],
                               stdout=out, stderr=subprocess.STDOUT, cwd=ROOT)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode:
@@ -88,8 +89,10 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--seeds", type=int, nargs="+", default=[1, 2])
     p.add_argument("--steps", type=int, default=0, help="trainer.total_training_steps (0: the default config's)")
-    p.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "precision_runs"))
+    p.add_argument("--out", default=os.path.join(tempfile.gettempdir(), "hybridrl-precision-runs"),
+                   help="where the run folders go (their metrics.jsonl; no checkpoints are saved)")
     a = p.parse_args()
+    os.makedirs(a.out, exist_ok=True)
     m = machine_info(0)
     cpu = (f"{m['cpu_model']} ({m['cpu_count']} cores; {', '.join(m['cpu_flags'])}); measured matmul peak "
            f"{m['fp32_gflops']:.0f} GFLOP/s fp32, {m['bf16_gflops']:.0f} GFLOP/s bf16")
