@@ -116,7 +116,7 @@ def set_rng_state(plain: dict, tensors: dict) -> None:
 def save_checkpoint(run, step: int) -> str:
     """Write global_step_<step> atomically, point `latest` at it; return its path."""
 
-    def write_roles(tmp: str) -> None:
+    def write(tmp: str) -> None:
         run.policy.save_pretrained(os.path.join(tmp, "actor"))
         run.tokenizer.save_pretrained(os.path.join(tmp, "actor"))
         torch.save(run.policy.state_dict(), os.path.join(tmp, "actor_state.pt"))
@@ -132,11 +132,8 @@ def save_checkpoint(run, step: int) -> str:
         torch.save(tensors, os.path.join(tmp, "rng_state.pt"))
         shutil.copyfile(os.path.join(run.run_dir, "config.yaml"), os.path.join(tmp, "config.yaml"))
 
-    def write(tmp: str) -> None:
-        with quiet_loading():  # one "saved ..." line per checkpoint is enough; the setting is restored after
-            write_roles(tmp)
-
-    final = write_step_folder(run.run_dir, step, write)
+    with quiet_loading():  # one "saved ..." line per checkpoint is enough; the setting is restored after
+        final = write_step_folder(run.run_dir, step, write)
     replace_text(os.path.join(run.run_dir, LATEST), str(step))
     return final
 
