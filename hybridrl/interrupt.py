@@ -217,3 +217,40 @@ def graceful(what: str = "the current step") -> Iterator[StopRequest]:
         yield request
     finally:
         _state.loop = outer
+
+
+def _spawn_apart(path: str, args: list, passfds) -> int:
+    """multiprocessing.util.spawnv_passfds (fork + exec of a "spawn" child) with the child leading a process
+    group of its own. Between fork and exec the child only moves group, keeps `passfds` open and execs."""
+    passfds = sorted(map(int, passfds))
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.setpgid(0, 0)
+            for fd in passfds:
+                os.set_inheritable(fd, True)
+            os.execv(path, args)
+        finally:
+            os._exit(127)
+    return pid
+
+
+@contextlib.contextmanager
+def engine_processes_apart() -> Iterator[None]:
+    """Processes started inside this block by multiprocessing's "spawn" method (vLLM's engine on the CPU,
+    and the workers the engine starts in turn, which stay in its group) lead a process group of their own.
+    A terminal's Ctrl-C goes to its foreground process group only: the trainer gets it and finishes its
+    step with the engine alive, where an engine in the trainer's group (vLLM's processes install their
+    own SIGINT handlers) would die mid-step and lose the step. The engine still ends with the trainer:
+    its own shutdown on the way out, or `kill_descendants`, which follows the process tree."""
+    import multiprocessing.util as mp_util
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = mp_util.spawnv_passfds
+    mp_util.spawnv_passfds = _spawn_apart
+    try:
+        yield
+    finally:
+        mp_util.spawnv_passfds = before

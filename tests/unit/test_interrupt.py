@@ -128,3 +128,24 @@ def test_a_second_signal_that_a_c_extension_turned_into_another_error_is_still_t
                         send(signal.SIGINT)
                     except Interrupted:
                         raise SystemError("<cyfunction CoreWorker.wait> returned a result with an exception set")
+
+
+def test_spawned_processes_in_the_block_lead_their_own_group():
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("spawn")
+    with interrupt.engine_processes_apart():
+        apart = ctx.Process(target=time.sleep, args=(30,))
+        apart.start()
+    inside = ctx.Process(target=time.sleep, args=(30,))
+    inside.start()
+    try:
+        assert os.getpgid(apart.pid) == apart.pid != os.getpgid(0)  # leads a group of its own
+        assert os.getpgid(inside.pid) == os.getpgid(0)  # after the block, children stay in ours
+        # (a terminal's Ctrl-C goes to the foreground group: not to `apart`; tests/integration/test_interrupt_run.py
+        # sends one to a whole run, here it would reach the test runner's own group)
+        assert apart.is_alive()
+    finally:
+        for p in (apart, inside):
+            p.kill()
+            p.join(timeout=10)
