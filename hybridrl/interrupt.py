@@ -223,16 +223,35 @@ def _spawn_apart(path: str, args: list, passfds) -> int:
     """multiprocessing.util.spawnv_passfds (fork + exec of a "spawn" child) with the child leading a process
     group of its own. Between fork and exec the child only moves group, keeps `passfds` open and execs."""
     passfds = sorted(map(int, passfds))
+    parent, set_death_signal = os.getpid(), _death_signal_setter()
     pid = os.fork()
     if pid == 0:
         try:
             os.setpgid(0, 0)
+            # out of our group, a terminal's hang-up (SIGHUP to the group) no longer reaches it: have the
+            # kernel send SIGTERM when this process dies instead, however it dies (kept across exec)
+            if set_death_signal is not None:
+                set_death_signal(1, signal.SIGTERM)  # prctl(PR_SET_PDEATHSIG, SIGTERM)
+            if os.getppid() != parent:  # died before that took effect
+                os._exit(1)
             for fd in passfds:
                 os.set_inheritable(fd, True)
             os.execv(path, args)
         finally:
             os._exit(127)
     return pid
+
+
+def _death_signal_setter():
+    """libc's prctl on Linux (looked up before forking), else None."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        import ctypes
+
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
 
 
 @contextlib.contextmanager
