@@ -239,6 +239,12 @@ def _spawn_apart(path: str, args: list, passfds) -> int:
             os.execv(path, args)
         finally:
             os._exit(127)
+    # the shells' way: set the group from both sides, so it holds as soon as fork returns here, whichever
+    # side runs first (after the child's exec this fails with EACCES, and the child has done it by then)
+    try:
+        os.setpgid(pid, pid)
+    except OSError:
+        pass
     return pid
 
 
