@@ -217,3 +217,65 @@ def graceful(what: str = "the current step") -> Iterator[StopRequest]:
         yield request
     finally:
         _state.loop = outer
+
+
+def _spawn_apart(path: str, args: list, passfds) -> int:
+    """multiprocessing.util.spawnv_passfds (fork + exec of a "spawn" child) with the child leading a process
+    group of its own. Between fork and exec the child only moves group, keeps `passfds` open and execs."""
+    passfds = sorted(map(int, passfds))
+    parent, set_death_signal = os.getpid(), _death_signal_setter()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.setpgid(0, 0)
+            # out of our group, a terminal's hang-up (SIGHUP to the group) no longer reaches it: have the
+            # kernel send SIGTERM when this process dies instead, however it dies (kept across exec)
+            if set_death_signal is not None:
+                set_death_signal(1, signal.SIGTERM)  # prctl(PR_SET_PDEATHSIG, SIGTERM)
+            if os.getppid() != parent:  # died before that took effect
+                os._exit(1)
+            for fd in passfds:
+                os.set_inheritable(fd, True)
+            os.execv(path, args)
+        finally:
+            os._exit(127)
+    # the shells' way: set the group from both sides, so it holds as soon as fork returns here, whichever
+    # side runs first (after the child's exec this fails with EACCES, and the child has done it by then)
+    try:
+        os.setpgid(pid, pid)
+    except OSError:
+        pass
+    return pid
+
+
+def _death_signal_setter():
+    """libc's prctl on Linux (looked up before forking), else None."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        import ctypes
+
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+
+@contextlib.contextmanager
+def engine_processes_apart() -> Iterator[None]:
+    """Processes started inside this block by multiprocessing's "spawn" method (vLLM's engine on the CPU,
+    and the workers the engine starts in turn, which stay in its group) lead a process group of their own.
+    A terminal's Ctrl-C goes to its foreground process group only: the trainer gets it and finishes its
+    step with the engine alive, where an engine in the trainer's group (vLLM's processes install their
+    own SIGINT handlers) would die mid-step and lose the step. The engine still ends with the trainer:
+    its own shutdown on the way out, or `kill_descendants`, which follows the process tree."""
+    import multiprocessing.util as mp_util
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = mp_util.spawnv_passfds
+    mp_util.spawnv_passfds = _spawn_apart
+    try:
+        yield
+    finally:
+        mp_util.spawnv_passfds = before

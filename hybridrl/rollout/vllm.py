@@ -33,6 +33,7 @@ import torch
 from torch import Tensor
 
 from hybridrl.errors import ConfigError
+from hybridrl.interrupt import engine_processes_apart
 from hybridrl.rollout.base import Generation, RolloutEngine, SamplingParams
 from hybridrl.rollout.keyed import KeyedDraws
 
@@ -75,7 +76,8 @@ def build_llm(s: VLLMSettings, seed: int):
     else:
         kwargs.update(gpu_memory_utilization=s.gpu_memory_utilization, enable_sleep_mode=s.sleep)
     kwargs.update(s.engine_kwargs)
-    return LLM(**kwargs)
+    with engine_processes_apart():  # Ctrl-C asks the trainer to finish its step; the engine must outlive it
+        return LLM(**kwargs)
 
 
 def _bind_all_cores() -> None:

@@ -231,3 +231,26 @@ def test_ray_runs_stop_on_ctrl_c_and_take_their_cluster_with_them(arith_data, tm
     else:
         assert last.startswith("hybridrl train: interrupted (SIGINT again)"), last
     assert len(ray_processes) >= 4 and not alive(ray_processes)
+
+
+def test_ctrl_c_with_the_vllm_engine_finishes_the_step_and_saves(arith_data, tmp_path):
+    """A terminal's Ctrl-C reaches the trainer's process group only: vLLM's engine processes lead their own
+    (interrupt.engine_processes_apart), stay alive through the step and end with the run."""
+    pytest.importorskip("vllm")
+    run = tmp_path / "run"
+    proc = start("train", overrides(arith_data, run, 6, "actor_rollout_ref.rollout.name=vllm",
+                                    "actor_rollout_ref.rollout.cpu_kv_cache_gb=0.25"))
+    wait_for_steps(proc, run / "metrics.jsonl", 2, timeout=400)
+    workers = descendants(proc.pid)
+    ctrl_c(proc)
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 130 and "interrupted at step " in err, err[-3000:]
+    step = int(err.split("interrupted at step ")[1].split(" ")[0])
+    assert f"checkpoint saved in {run}/global_step_{step}" in err
+    ours = [line for line in (out + err).splitlines() if not line.startswith("(")]  # "(EngineCore pid=..)": vLLM's log
+    assert not any("Traceback" in line for line in ours)
+    assert checkpoint.problem_of(str(run / f"global_step_{step}"), verify="") is None
+    deadline = time.time() + 30
+    while alive(workers) and time.time() < deadline:  # the engine's own shutdown
+        time.sleep(0.2)
+    assert workers and not alive(workers)

@@ -128,3 +128,54 @@ def test_a_second_signal_that_a_c_extension_turned_into_another_error_is_still_t
                         send(signal.SIGINT)
                     except Interrupted:
                         raise SystemError("<cyfunction CoreWorker.wait> returned a result with an exception set")
+
+
+def test_spawned_processes_in_the_block_lead_their_own_group():
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("spawn")
+    with interrupt.engine_processes_apart():
+        apart = ctx.Process(target=time.sleep, args=(30,))
+        apart.start()
+    inside = ctx.Process(target=time.sleep, args=(30,))
+    inside.start()
+    try:
+        assert os.getpgid(apart.pid) == apart.pid != os.getpgid(0)  # leads a group of its own
+        assert os.getpgid(inside.pid) == os.getpgid(0)  # after the block, children stay in ours
+        # (a terminal's Ctrl-C goes to the foreground group: not to `apart`; tests/integration/test_interrupt_run.py
+        # sends one to a whole run, here it would reach the test runner's own group)
+        assert apart.is_alive()
+    finally:
+        for p in (apart, inside):
+            p.kill()
+            p.join(timeout=10)
+
+
+ORPHAN = """
+import multiprocessing, os, time
+from hybridrl import interrupt
+if __name__ == "__main__":
+    with interrupt.engine_processes_apart():
+        child = multiprocessing.get_context("spawn").Process(target=time.sleep, args=(60,))
+        child.start()
+    print(child.pid, flush=True)
+    time.sleep(1.0)
+    os._exit(0)  # dies without any cleanup, as on a terminal's hang-up or a kill
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_a_process_apart_still_ends_when_its_parent_dies_without_cleanup(tmp_path):
+    script = tmp_path / "orphan.py"
+    script.write_text(ORPHAN)
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60)
+    pid = int(out.stdout.split()[0])
+    deadline = time.time() + 10
+    while time.time() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return  # gone: the kernel sent it SIGTERM when its parent died
+        time.sleep(0.1)
+    os.kill(pid, signal.SIGKILL)
+    raise AssertionError("the spawned process outlived its parent")
