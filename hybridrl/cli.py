@@ -202,7 +202,7 @@ def _where_to_resume(e, run_dir: str) -> str:
 
 
 def cmd_plan(args) -> None:
-    from hybridrl.config.levers import offload_note
+    from hybridrl.config.levers import offload_note, zero_advantage_note
     from hybridrl.config.memory import check_memory
     from hybridrl.config.placement import describe_placement
     from hybridrl.config.validate import load_rl_config
@@ -210,8 +210,9 @@ def cmd_plan(args) -> None:
     cfg, plan = load_rl_config(args.config, args.overrides)  # every config problem at once
     print(plan.describe())
     print(describe_placement(cfg))
-    if offload_note(cfg):
-        print(offload_note(cfg))
+    for note in (offload_note(cfg), zero_advantage_note(cfg)):
+        if note:
+            print(note)
     print(check_memory(cfg, plan).describe())  # a config that cannot fit is refused here, with values that do
 
 

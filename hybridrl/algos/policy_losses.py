@@ -37,6 +37,8 @@ class PolicyLossOutput:
 
 # (log_probs, old_log_probs, advantages, response_mask, params); all tensors [B, T]
 PolicyLoss = Callable[[Tensor, Tensor, Tensor, Tensor, PolicyLossParams], PolicyLossOutput]
+# meta `zero_at_zero_advantage`: the loss is -A times a factor independent of A, so a token with A = 0 has
+# loss 0 and gradient 0 (algos/zero_advantage.py leaves such responses out of the update)
 POLICY_LOSSES: Registry[PolicyLoss] = Registry("policy loss", "actor_rollout_ref.actor.policy_loss.loss_mode")
 
 
@@ -53,7 +55,8 @@ def _clipped_surrogate(log_ratio: Tensor, advantages: Tensor, params: PolicyLoss
     return torch.maximum(unclipped, clipped), (clipped > unclipped).float()
 
 
-@POLICY_LOSSES.register("vanilla", "PPO clipped surrogate with asymmetric clip range and dual clip (Schulman et al. 2017)")
+@POLICY_LOSSES.register("vanilla", "PPO clipped surrogate with asymmetric clip range and dual clip (Schulman et al. 2017)",
+                        zero_at_zero_advantage=True)
 def vanilla(log_probs: Tensor, old_log_probs: Tensor, advantages: Tensor, response_mask: Tensor,
             params: PolicyLossParams) -> PolicyLossOutput:
     """loss = max(-A r, -A clip(r, 1-lo, 1+hi)), then min(., -A c) where A < 0."""
@@ -66,7 +69,8 @@ def vanilla(log_probs: Tensor, old_log_probs: Tensor, advantages: Tensor, respon
 
 @POLICY_LOSSES.register(
     "gspo", "sequence-level ratio s = exp(mean_t log r_t), clipped per sequence (Zheng et al. 2025, GSPO); "
-            "use small clip ranges (paper: 3e-4 / 4e-4) and loss_agg_mode=seq-mean-token-mean")
+            "use small clip ranges (paper: 3e-4 / 4e-4) and loss_agg_mode=seq-mean-token-mean",
+    zero_at_zero_advantage=True)
 def gspo(log_probs: Tensor, old_log_probs: Tensor, advantages: Tensor, response_mask: Tensor,
          params: PolicyLossParams) -> PolicyLossOutput:
     token_log_ratio = _log_ratio(log_probs, old_log_probs)
@@ -80,7 +84,7 @@ def gspo(log_probs: Tensor, old_log_probs: Tensor, advantages: Tensor, response_
 
 @POLICY_LOSSES.register(
     "cispo", "REINFORCE weighted by the clipped, detached ratio: -sg(clip(r, 1-lo, 1+hi)) A log π "
-             "(MiniMax-M1, 2025): clipped tokens keep their gradient")
+             "(MiniMax-M1, 2025): clipped tokens keep their gradient", zero_at_zero_advantage=True)
 def cispo(log_probs: Tensor, old_log_probs: Tensor, advantages: Tensor, response_mask: Tensor,
           params: PolicyLossParams) -> PolicyLossOutput:
     log_ratio = _log_ratio(log_probs, old_log_probs)
@@ -89,7 +93,8 @@ def cispo(log_probs: Tensor, old_log_probs: Tensor, advantages: Tensor, response
     return PolicyLossOutput(loss=-advantages * weight * log_probs, clipped=(weight != ratio).float(), ppo_kl=-log_ratio)
 
 
-@POLICY_LOSSES.register("gpg", "plain policy gradient -A log π, no ratio and no clip (Chu et al. 2025, GPG)")
+@POLICY_LOSSES.register("gpg", "plain policy gradient -A log π, no ratio and no clip (Chu et al. 2025, GPG)",
+                        zero_at_zero_advantage=True)
 def gpg(log_probs: Tensor, old_log_probs: Tensor, advantages: Tensor, response_mask: Tensor,
         params: PolicyLossParams) -> PolicyLossOutput:
     log_ratio = _log_ratio(log_probs, old_log_probs)
@@ -98,7 +103,8 @@ def gpg(log_probs: Tensor, old_log_probs: Tensor, advantages: Tensor, response_m
 
 @POLICY_LOSSES.register(
     "sapo", "soft gate instead of a hard clip: -A * sigmoid(tau (r - 1)) * 4 / tau, tau = tau_pos if A > 0 else "
-            "tau_neg (SAPO, Qwen 2025); equals the policy gradient at r = 1; use loss_agg_mode=seq-mean-token-mean")
+            "tau_neg (SAPO, Qwen 2025); equals the policy gradient at r = 1; use loss_agg_mode=seq-mean-token-mean",
+    zero_at_zero_advantage=True)
 def sapo(log_probs: Tensor, old_log_probs: Tensor, advantages: Tensor, response_mask: Tensor,
          params: PolicyLossParams) -> PolicyLossOutput:
     log_ratio = _log_ratio(log_probs, old_log_probs)

@@ -212,6 +212,27 @@ def offload_note(cfg: RLConfig) -> Optional[str]:
             "(weights and AdamW state are in host memory already)")
 
 
+def skips_zero_advantage(cfg: RLConfig) -> bool:
+    """Whether the update leaves zero-advantage responses out: the key is on and doing so is exact."""
+    return cfg.actor_rollout_ref.actor.skip_zero_advantage and _zero_advantage_reason(cfg) is None
+
+
+def _zero_advantage_reason(cfg: RLConfig) -> Optional[str]:
+    from hybridrl.algos.zero_advantage import why_not_exact
+
+    a = cfg.actor_rollout_ref.actor
+    return why_not_exact(a.policy_loss.loss_mode, a.entropy_coeff, a.use_kl_loss)
+
+
+def zero_advantage_note(cfg: RLConfig) -> Optional[str]:
+    """One line for `hybridrl plan` when actor.skip_zero_advantage is on but cannot apply to this run."""
+    reason = _zero_advantage_reason(cfg)
+    if not cfg.actor_rollout_ref.actor.skip_zero_advantage or reason is None:
+        return None
+    return (f"actor_rollout_ref.actor.skip_zero_advantage: every response stays in the update ({reason}), so groups "
+            "with equal rewards cost a full forward and backward")
+
+
 def _check_tensor_parallel(cfg: RLConfig) -> None:
     tp = cfg.actor_rollout_ref.rollout.tensor_model_parallel_size
     if tp > 1:

@@ -181,6 +181,12 @@ class ActorConfig:
     kl_loss_type: str = doc("low_var_kl", "KL estimator of the KL loss: kl | abs | mse | low_var_kl, a '+' suffix "
                                           "for k2's gradient (see `hybridrl algos`)")
     grad_clip: float = doc(1.0, "max global gradient norm", gt=0, hint="(a norm: <= 0 would flip or zero the gradient)")
+    skip_zero_advantage: bool = doc(True, "leave responses whose advantage is 0 on every token (a GRPO group with "
+                                          "equal rewards) out of the update's forward/backward and of the old "
+                                          "log-prob pass; the loss normaliser still counts them, so the update is "
+                                          "unchanged. Only where exact: no entropy bonus, no KL loss (else they stay; "
+                                          "`hybridrl plan` says so). actor/entropy, pg_clipfrac and ppo_kl are then "
+                                          "means over the responses the update computed")
     strategy: str = doc("ddp", "how data-parallel workers hold the weights: ddp (a full copy each, gradients summed "
                                "with one all-reduce) | fsdp2 (parameters, gradients and AdamW state sharded with "
                                "torch's fully_shard; fsdp is accepted as the same)", choices=STRATEGIES)

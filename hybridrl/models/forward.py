@@ -173,6 +173,8 @@ def fixed_micro_batches(size: int) -> MicroBatches:
 def _over_micro_batches(fn: Callable[[Sequences], Tensor], seqs: Sequences, micro_batches: MicroBatches | int) -> Tensor:
     """fn on each micro-batch, outputs back in row order; [N, T]."""
     parts = (fixed_micro_batches(micro_batches) if isinstance(micro_batches, int) else micro_batches)(seqs)
+    if not parts:  # no rows (e.g. a data-parallel rank's empty share)
+        return seqs.response_mask.new_zeros(0, seqs.response_mask.shape[1], dtype=torch.float32)
     out = torch.cat([fn(select(seqs, rows)) for rows in progress.counted(parts, "micro-batch")])
     order = torch.cat(parts)
     return out if torch.equal(order, torch.arange(len(order))) else out[torch.argsort(order)]

@@ -24,6 +24,7 @@ from hybridrl.config.levers import (
     ref_compute_dtype,
     ref_model_dtype,
     rollout_compute_dtype,
+    skips_zero_advantage,
 )
 from hybridrl.config.memory import check_memory
 from hybridrl.config.plan import BatchPlan, total_training_steps
@@ -95,6 +96,7 @@ class LoopSettings:
     rollout_data_dir: Optional[str] = None  # every training generation as <dir>/<step>.jsonl
     validation_data_dir: Optional[str] = None  # ... every validation generation
     share_prompts: bool = False  # model.share_prompt_prefix: each group's prompt runs once (for perf/mfu/actor)
+    skip_zero_advantage: bool = False  # actor.skip_zero_advantage where exact: π_old only of rows with a gradient
 
 
 @dataclass(frozen=True)
@@ -229,7 +231,7 @@ def build_policy(cfg: RLConfig, plan: BatchPlan, tokenizer, total: int, dp: Data
         rollout_is=cfg.algorithm.rollout_correction.rollout_is,
         rollout_is_threshold=cfg.algorithm.rollout_correction.rollout_is_threshold,
         layout=policy_layout(cfg, module), max_tokens=actor_update_batching(cfg, 1).max_tokens,
-        log_prob_max_tokens=log_prob_batching(cfg).max_tokens)
+        log_prob_max_tokens=log_prob_batching(cfg).max_tokens, skip_zero_advantage=skips_zero_advantage(cfg))
     return Policy(module, optimizer, scheduler, engine, settings, seed=cfg.trainer.seed, sharding=sharding)
 
 
@@ -420,7 +422,7 @@ def _assemble(cfg: RLConfig, plan: BatchPlan, total: int, tokenizer, train_data:
                           tr.critic_warmup, alg.kl_penalty,
                           GroupFilter(fg.metric, fg.max_num_gen_batches) if fg.enable else None,
                           tr.log_val_generations, tr.rollout_data_dir, tr.validation_data_dir,
-                          arr.model.share_prompt_prefix),
+                          arr.model.share_prompt_prefix, skips_zero_advantage(cfg)),
         plan=plan, total_steps=total, pad_id=tokenizer.pad_token_id, train_data=train_data, val_data=val_data,
         sampler=PromptSampler(len(train_data), prompts_per_round, d.seed, d.shuffle),
         policy=policy, reference=reference, critic=critic, workers=workers, model_shape=policy.model_shape(),

@@ -8,10 +8,13 @@ import time
 from dataclasses import dataclass
 from typing import Optional
 
+from torch import Tensor
+
 from hybridrl import progress
 from hybridrl.algos.advantages import ADV_ESTIMATORS, AdvantageInputs
 from hybridrl.algos.kl_ctrl import apply_kl_penalty
-from hybridrl.batch import TrainBatch
+from hybridrl.algos.zero_advantage import rows_with_signal
+from hybridrl.batch import TrainBatch, select
 from hybridrl.interrupt import StoppedEarly, failing_after, graceful
 from hybridrl.rewards.manager import on_last_token
 from hybridrl.trainer.build import RLRun
@@ -50,6 +53,18 @@ class RunSummary:
         elif self.val_before is not None:
             acc = f"validation accuracy {self.val_before:.1%} before training, none after (trainer.test_freq <= 0)"
         return f"done: {self.steps} steps (at step {self.last_step}), {acc}, wall {self.wall_s:.0f}s (cpu {self.cpu_s:.0f}s)"
+
+
+def old_log_probs_with_signal(policy, seqs, advantages: Tensor, rollout_log_probs: Tensor) -> Tensor:
+    """[N, T] π_old of the rows the update computes (a non-zero advantage somewhere); the rows it leaves out
+    (algos/zero_advantage.py) never reach the loss and keep the engine's log-probs, finite placeholders."""
+    rows = rows_with_signal(advantages, seqs.response_mask).nonzero()[:, 0]
+    if len(rows) == len(advantages):
+        return policy.log_probs(seqs)
+    out = rollout_log_probs.clone()
+    if len(rows):
+        out[rows] = policy.log_probs(select(seqs, rows))
+    return out
 
 
 class RLTrainer:
@@ -123,7 +138,11 @@ class RLTrainer:
             rollout, reward = collect_rollout(r, s.n, r.plan.prompts_per_step, s.group_filter, m)
             seqs, mask = rollout.sequences(), rollout.response_mask
             old_lp = ref_lp = values = baselines = None
-            if not r.plan.on_policy or r.kl_ctrl is not None:  # π_old, frozen before any update
+            needs_old = not r.plan.on_policy or r.kl_ctrl is not None
+            # π_old, frozen before any update; left until the advantages are known when only the rows with a
+            # gradient need it (the in-reward KL needs every row's, and shapes the advantages)
+            later = needs_old and s.skip_zero_advantage and r.kl_ctrl is None
+            if needs_old and not later:
                 with timed(m, "old_log_prob"):
                     old_lp = r.policy.log_probs(seqs)
             if r.reference is not None:  # only when a KL term is used
@@ -142,6 +161,9 @@ class RLTrainer:
                 r.kl_ctrl.update(kl, n_steps=len(mask))
             with timed(m, "adv"):  # pure function from the registry
                 adv = self.estimator.fn(AdvantageInputs(token_rewards, mask, rollout.uid, values, baselines), r.adv_params)
+            if later:
+                with timed(m, "old_log_prob"):
+                    old_lp = old_log_probs_with_signal(r.policy, seqs, adv.advantages, rollout.rollout_log_probs)
             if r.critic is not None:
                 with timed(m, "update_critic"):
                     m.update(r.critic.update(CriticBatch(seqs, values, adv.returns)))

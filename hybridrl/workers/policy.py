@@ -14,7 +14,8 @@ from hybridrl.algos.kl import kl_penalty
 from hybridrl.algos.policy_losses import POLICY_LOSSES, PolicyLossParams
 from hybridrl.algos.reduce import LossScale, reduce_loss
 from hybridrl.algos.rollout_correction import rollout_is_weights
-from hybridrl.batch import PromptBatch, Rollout, Sequences, TrainBatch, to_device
+from hybridrl.algos.zero_advantage import rows_with_signal
+from hybridrl.batch import PromptBatch, Rollout, Sequences, TrainBatch, select, to_device
 from hybridrl.config.levers import MicroBatching
 from hybridrl.distributed.sharding import Replicated, Sharding
 from hybridrl.models.flops import ModelShape
@@ -46,6 +47,7 @@ class UpdateSettings:
     layout: Layout = PLAIN  # how a micro-batch enters the model: prompt sharing, packing (models/forward.py)
     max_tokens: int | None = None  # use_dynamic_bsz: update micro-batches of at most this many tokens, not micro_batch_size
     log_prob_max_tokens: int | None = None  # log_prob_use_dynamic_bsz: the same for the log-prob pass
+    skip_zero_advantage: bool = False  # leave zero-advantage rows out of the update (only set where exact)
 
     @property
     def update_batching(self) -> MicroBatching:
@@ -125,25 +127,45 @@ class Policy(UpdatingWorker[TrainBatch]):
     def _optimizer_step(self, mini: TrainBatch) -> dict[str, float]:
         # Normalize by the whole mini-batch (over every data-parallel rank) so accumulated
         # micro-batch gradients equal the full-batch gradient (algos/reduce.py, distributed/dp.py).
-        scale = self.dp.loss_scale(mini.seqs.response_mask, self.settings.loss_scale_factor)
+        s = self.settings
+        scale = self.dp.loss_scale(mini.seqs.response_mask, s.loss_scale_factor)
+        train, filler = mini, None
+        if s.skip_zero_advantage:  # rows that add exactly 0 to loss and gradient (algos/zero_advantage.py)
+            keep = rows_with_signal(mini.advantages, mini.seqs.response_mask)
+            train, filler = select(mini, keep.nonzero()[:, 0]), select(mini, (~keep).nonzero()[:, 0])
+        micros = self._micro_batches(train, s.update_batching, s.layout.share_prompts, filler)
+        # the metrics (entropy, clip fraction, ...) are means over the rows computed, the loss over the whole mini-batch
+        ran = self.dp.loss_scale(torch.cat([m.seqs.response_mask for m in micros]) if micros else
+                                 mini.seqs.response_mask[:0], s.loss_scale_factor) if s.skip_zero_advantage else scale
         self.optimizer.zero_grad(set_to_none=True)
-        stats: dict[str, float] = defaultdict(float)
+        stats: dict[str, float] = defaultdict(float, dict.fromkeys(self._stat_keys(), 0.0))  # the same keys on every rank
 
         def micro_loss(micro: TrainBatch) -> Tensor:
-            loss, micro_stats = self._micro_loss(micro, scale)
+            loss, micro_stats = self._micro_loss(micro, scale, ran)
             for key, value in micro_stats.items():
                 stats[key] = max(stats[key], value) if key.endswith("_max") else stats[key] + value
             return loss
 
-        self._backward_all(self._micro_batches(mini, self.settings.update_batching, self.settings.layout.share_prompts),
-                           micro_loss)
+        self._backward_all(micros, micro_loss, fill_missing=s.skip_zero_advantage)
         stats = self.dp.reduce_stats(dict(stats))
+        if s.skip_zero_advantage:
+            if not ran.num_seqs:  # every row left out: the loss is exactly 0, the per-token metrics have no tokens
+                stats = {"actor/pg_loss": 0.0}
+            stats["actor/skipped_frac"] = 1.0 - ran.num_seqs / max(scale.num_seqs, 1.0)
         stats["actor/grad_norm"] = clip_and_step(self.module.parameters(), self.optimizer, self.settings.grad_clip)
         stats["actor/lr"] = self.optimizer.param_groups[0]["lr"]
         return stats
 
-    def _micro_loss(self, micro: TrainBatch, scale: LossScale) -> tuple[Tensor, dict[str, float]]:
-        """The micro-batch's share of the mini-batch loss, and its share of each metric."""
+    def _stat_keys(self) -> list[str]:
+        """The metrics _micro_loss returns under these settings."""
+        s = self.settings
+        return ["actor/pg_loss", "actor/pg_clipfrac", "actor/ppo_kl", "actor/entropy", "training/rollout_probs_diff_mean",
+                "training/rollout_probs_diff_max", *(["actor/kl_loss"] if s.use_kl_loss else []),
+                *(["rollout_corr/is_weight_mean", "rollout_corr/is_truncated_frac"] if s.rollout_is is not None else [])]
+
+    def _micro_loss(self, micro: TrainBatch, scale: LossScale, ran: LossScale) -> tuple[Tensor, dict[str, float]]:
+        """The micro-batch's share of the mini-batch loss (`scale`: the whole mini-batch), and its share of each
+        metric (`ran`: the rows the update computes, fewer than the mini-batch's when zero-advantage rows are left out)."""
         s = self.settings
         mask = micro.seqs.response_mask
         with self.precision.autocast():  # the backward replays the forward's casts; the loss math below is fp32
@@ -156,17 +178,17 @@ class Policy(UpdatingWorker[TrainBatch]):
             weights, truncated = rollout_is_weights(old, micro.rollout_log_probs, mask, s.rollout_is,
                                                     s.rollout_is_threshold)
             token_loss = token_loss * weights
-            is_stats = {"rollout_corr/is_weight_mean": reduce_loss(weights, mask, "token-mean", scale).item(),
-                        "rollout_corr/is_truncated_frac": reduce_loss(truncated, mask, "token-mean", scale).item()}
+            is_stats = {"rollout_corr/is_weight_mean": reduce_loss(weights, mask, "token-mean", ran).item(),
+                        "rollout_corr/is_truncated_frac": reduce_loss(truncated, mask, "token-mean", ran).item()}
         pg_loss = reduce_loss(token_loss, mask, s.loss_agg_mode, scale)
         loss = pg_loss
         if s.entropy_coeff:
             loss = loss - s.entropy_coeff * reduce_loss(entropy, mask, s.loss_agg_mode, scale)
         stats = {
             "actor/pg_loss": pg_loss.item(),
-            "actor/pg_clipfrac": reduce_loss(out.clipped, mask, "token-mean", scale).item(),
-            "actor/ppo_kl": reduce_loss(out.ppo_kl, mask, "token-mean", scale).item(),
-            "actor/entropy": reduce_loss(entropy.detach(), mask, "token-mean", scale).item(),
+            "actor/pg_clipfrac": reduce_loss(out.clipped, mask, "token-mean", ran).item(),
+            "actor/ppo_kl": reduce_loss(out.ppo_kl, mask, "token-mean", ran).item(),
+            "actor/entropy": reduce_loss(entropy.detach(), mask, "token-mean", ran).item(),
         }
         if s.use_kl_loss:
             kl = reduce_loss(kl_penalty(log_probs, micro.ref_log_probs, s.kl_loss_type), mask, s.loss_agg_mode, scale)
@@ -174,6 +196,6 @@ class Policy(UpdatingWorker[TrainBatch]):
             stats["actor/kl_loss"] = kl.item()
         # How far the engine's sampling probabilities are from the trainer's π_old (verl's names).
         diff = (old.exp() - micro.rollout_log_probs.exp()).abs() * mask
-        stats["training/rollout_probs_diff_mean"] = float(diff.sum() / max(scale.num_tokens, 1.0))
+        stats["training/rollout_probs_diff_mean"] = float(diff.sum() / max(ran.num_tokens, 1.0))
         stats["training/rollout_probs_diff_max"] = float(diff.max())
         return loss, {**stats, **is_stats}

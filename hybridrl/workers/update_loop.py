@@ -91,23 +91,39 @@ class UpdatingWorker(Generic[B]):
         """The compute dtype the role's forwards run in (its sharding's, models/precision.py)."""
         return self.sharding.precision
 
-    def _micro_batches(self, batch: B, batching: MicroBatching, keep_groups: bool) -> list[B]:
+    def _micro_batches(self, batch: B, batching: MicroBatching, keep_groups: bool, filler: B | None = None) -> list[B]:
         """A mini-batch's micro-batches for forward + backward. With a token budget the count can differ
         by rank; a sharded (fsdp2) module all-gathers in every forward, so there every rank runs the
-        largest count."""
+        largest count. `filler`: rows left out of `batch` because they add exactly nothing to the loss
+        (zero advantage); a sharded rank that runs fewer micro-batches than the busiest one runs some of
+        them, one per micro-batch, to keep in step."""
         if not batching.dynamic:
-            return split(batch, batching.size)
-        seqs = seqs_of(batch)
-        rows = micro_batch_rows_of(seqs, batching, keep_groups)
-        if self.sharding.lockstep_forwards:
-            rows = micro_batch_rows_of(seqs, batching, keep_groups, self.dp.max_over_ranks(len(rows)))
-        return [select(batch, r) for r in rows]
+            micros = split(batch, batching.size)
+        else:
+            seqs = seqs_of(batch)
+            rows = micro_batch_rows_of(seqs, batching, keep_groups) if num_rows(batch) else []
+            if self.sharding.lockstep_forwards and num_rows(batch):
+                rows = micro_batch_rows_of(seqs, batching, keep_groups, self.dp.max_over_ranks(len(rows)))
+            elif self.sharding.lockstep_forwards:
+                self.dp.max_over_ranks(0)  # the other ranks' collective
+            micros = [select(batch, r) for r in rows]
+        if filler is not None and self.sharding.lockstep_forwards:
+            missing = self.dp.max_over_ranks(len(micros)) - len(micros)
+            micros += [select(filler, torch.tensor([i])) for i in range(min(missing, num_rows(filler)))]
+        return micros
 
-    def _backward_all(self, micros: list[B], micro_loss: Callable[[B], torch.Tensor]) -> None:
-        """Backward every micro-batch's loss; gradients cross ranks once, after the last one."""
+    def _backward_all(self, micros: list[B], micro_loss: Callable[[B], torch.Tensor], fill_missing: bool = False) -> None:
+        """Backward every micro-batch's loss; gradients cross ranks once, after the last one. `fill_missing`:
+        rows were left out because their gradient is exactly 0, so a trainable parameter that got none (no
+        micro-batch ran here) gets zeros: the optimizer then steps as it would have (AdamW's moments decay,
+        weight decay applies), and every rank sums the same gradients."""
         for i, micro in enumerate(progress.counted(micros, "micro-batch")):
             self.sharding.set_gradient_sync(self.module, i == len(micros) - 1)
             micro_loss(micro).backward()
+        if fill_missing:
+            for p in self.module.parameters():
+                if p.requires_grad and p.grad is None:
+                    p.grad = torch.zeros_like(p)
         self.sharding.finish_gradients(self.module)
 
     def update(self, batch: B) -> dict[str, float]:

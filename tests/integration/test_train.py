@@ -161,3 +161,23 @@ def test_plan_prints_the_placement_of_every_role():
     assert "  critic pool: 1 worker(s), strategy ddp\n    worker 0 (node chosen by Ray): rank 0 of critic" in pools
     # fsdp2: the sharded policy's transient is counted (its update is its peak without a validation set)
     assert "gathered root group + one layer" in pools
+
+
+def test_skipping_zero_advantage_rows_trains_the_same_run(arith_data, tmp_path):
+    """actor.skip_zero_advantage (on by default) leaves groups with equal rewards out of the update and
+    of the old log-prob pass (2 mini-batches per step: off-policy): the run is the one without it."""
+    from run_helpers import metrics, overrides, train
+
+    runs = {}
+    for skip in (True, False):
+        run_dir = tmp_path / f"skip-{skip}"
+        train(overrides(arith_data, run_dir, 4, f"actor_rollout_ref.actor.skip_zero_advantage={skip}"))
+        runs[skip] = metrics(run_dir)
+    assert any(r.get("actor/skipped_frac", 0) > 0 for r in runs[True])  # some groups were really left out
+    # the per-token metrics are means over the rows computed; everything else equals the full update's
+    differ = ("actor/skipped_frac", "actor/entropy", "actor/pg_clipfrac", "actor/ppo_kl", "training/rollout_probs_diff")
+    for got, want in zip(runs[True], runs[False], strict=True):
+        keys = [k for k in want if not k.startswith(differ)]
+        assert set(keys) <= set(got)
+        for k in keys:
+            assert got[k] == pytest.approx(want[k], rel=1e-4, abs=1e-6), (got["step"], k)
