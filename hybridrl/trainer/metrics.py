@@ -126,16 +126,21 @@ def timing_per_token_metrics(metrics: dict[str, float], rollout: Rollout) -> dic
 
 
 def actor_mfu(shape: ModelShape, rollout: Rollout, ppo_epochs: int, seconds: float,
-              world_size: int = 1, share_prompts: bool = False) -> dict[str, float]:
+              world_size: int = 1, share_prompts: bool = False, computed: Tensor | None = None) -> dict[str, float]:
     """`perf/mfu/actor`: model FLOPs of the actor update (ppo_epochs forward + backward passes over
     every sequence, models/flops.py) per second per worker, over the measured matmul peak of the
     weights' device and dtype. With prompt sharing a group's prompt counts once: what a micro-batch
     holding whole groups computes (a group split over micro-batches computes more, so the figure
-    errs low, never above the truth)."""
+    errs low, never above the truth). `computed` (bool [N]): the rows the update computed, when
+    zero-advantage rows were left out (actor.skip_zero_advantage)."""
     dims = (shape.n_matmul, shape.n_layers, shape.width)
     prompt, response = rollout.prompts.attention_mask.sum(-1), rollout.response_attention().sum(-1)
+    uid = rollout.uid
+    if computed is not None:
+        rows = computed.nonzero()[:, 0]
+        prompt, response, uid = prompt[rows], response[rows], uid[rows]
     if share_prompts:
-        flops = ppo_epochs * shared_prompt_training_flops(prompt, response, rollout.uid, *dims)
+        flops = ppo_epochs * shared_prompt_training_flops(prompt, response, uid, *dims)
     else:
         flops = ppo_epochs * training_flops(prompt + response, *dims)
     peak = measured_peak_flops(shape.device, shape.dtype)

@@ -174,8 +174,9 @@ class RLTrainer:
         m.update(throughput_metrics(rollout, m["timing_s/step"], r.plan.world_size))
         m.update(timing_per_token_metrics(m, rollout))
         if "timing_s/update_actor" in m:
+            computed = rows_with_signal(adv.advantages, mask) if s.skip_zero_advantage else None
             m.update(actor_mfu(r.model_shape, rollout, r.plan.ppo_epochs, m["timing_s/update_actor"], r.plan.world_size,
-                               s.share_prompts))
+                               s.share_prompts, computed))
         m.update(memory_metrics())
         if s.rollout_data_dir:  # every generation of the step, with its sequence advantage (mean over tokens)
             seq_adv = ((adv.advantages * mask).sum(-1) / mask.sum(-1).clamp(min=1)).tolist()

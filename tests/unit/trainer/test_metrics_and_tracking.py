@@ -143,3 +143,25 @@ def test_mlflow_keys_keep_verl_names_readable():
     assert mlflow_key("val-core/math/reward/pass@4") == "val-core/math/reward/pass_at_4"
     assert mlflow_key("timing_s/update_actor") == "timing_s/update_actor"
     assert mlflow_key("a:b(c)") == "a_b_c_"
+
+
+def test_actor_mfu_counts_only_the_rows_the_update_computed():
+    """With zero-advantage rows left out (actor.skip_zero_advantage), perf/mfu/actor counts the FLOPs of the rows
+    computed: 2 of 4 groups here, so half the FLOPs of equal-length rows, with or without prompt sharing."""
+    from hybridrl.models.flops import ModelShape
+    from hybridrl.trainer.metrics import actor_mfu
+
+    n, P, T = 8, 3, 4
+    prompts = PromptBatch(torch.ones(n, P, dtype=torch.long), torch.ones(n, P, dtype=torch.long), ["a"] * n,
+                          ["1"] * n, list(range(n)))
+    rollout = Rollout(prompts, torch.ones(n, T, dtype=torch.long), torch.ones(n, T, dtype=torch.long),
+                      torch.zeros(n, T), torch.arange(4).repeat_interleave(2))
+    shape = ModelShape(1000, 2, 8, "cpu", torch.float32)
+    computed = torch.tensor([True, True, False, False, True, True, False, False])
+    for share in (False, True):
+        full = actor_mfu(shape, rollout, 1, 1.0, share_prompts=share)["perf/mfu/actor"]
+        half = actor_mfu(shape, rollout, 1, 1.0, share_prompts=share, computed=computed)["perf/mfu/actor"]
+        assert half == pytest.approx(full / 2)
+    lone = shared_prompt_training_flops(torch.full((4,), P), torch.full((4,), T), torch.tensor([0, 0, 2, 2]), 1000, 2, 8)
+    assert actor_mfu(shape, rollout, 1, 1.0, share_prompts=True, computed=computed)["perf/mfu/actor"] == \
+        pytest.approx(lone / measured_peak_flops("cpu", torch.float32))
