@@ -107,7 +107,7 @@ def child(a: argparse.Namespace) -> None:
     from hybridrl.config.schema import RLConfig
     from hybridrl.config.validate import validate_rl_config
     from hybridrl.models.loading import load_tokenizer
-    from hybridrl.trainer.build import build_policy, build_reference
+    from hybridrl.workers.build import build_policy, build_reference
 
     torch.set_num_threads(a.threads or torch.get_num_threads())
     cfg = load_config(RLConfig, None, base_overrides(a.model, a) + a.overrides)

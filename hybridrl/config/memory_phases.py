@@ -54,7 +54,7 @@ class Forward:
 
     share: bool = False  # model.share_prompt_prefix: each distinct prompt once per micro-batch
     packed: bool = False  # model.use_remove_padding: real tokens packed into rows of `width` or more
-    width: int = 0  # the packed row width: the model's hidden size (trainer/build.py _width)
+    width: int = 0  # the packed row width: the model's hidden size (workers/build.py _width)
     compute: str = "fp32"  # "fp32" | "bf16"
     bf16_weights: bool = False  # the module itself is bf16 (a reference with model_dtype=bf16)
     checkpointing: bool = False  # model.enable_gradient_checkpointing (update forwards only)

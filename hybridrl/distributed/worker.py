@@ -24,6 +24,7 @@ from hybridrl.config.schema import RLConfig
 from hybridrl.distributed.dp import SINGLE, init_data_parallel
 from hybridrl.models.flops import ModelShape
 from hybridrl.rollout.base import SamplingParams
+from hybridrl.workers.build import build_critic, build_policy, build_reference, build_reward_model
 from hybridrl.workers.critic import CriticBatch
 
 
@@ -45,7 +46,6 @@ class RoleWorker:
     def setup(self, address: str, port: int, timeout_s: float) -> None:
         """Join the pool's process group (every rank at once), then build its roles."""
         from hybridrl.models.loading import load_tokenizer
-        from hybridrl.trainer.build import build_critic, build_policy, build_reference, build_reward_model
 
         cfg = self.cfg
         # on GPU: gloo carries the CPU tensors (token counts, metrics), NCCL the CUDA ones (gradients)

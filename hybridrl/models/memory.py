@@ -1,4 +1,4 @@
-"""Memory levers of a role's module, set once when the role is built (trainer/build.py):
+"""Memory levers of a role's module, set once when the role is built (workers/build.py):
 
 - activation checkpointing (model.enable_gradient_checkpointing): each decoder layer keeps only its
   input in the update's forward and is recomputed in backward (Chen et al. 2016, "Training Deep Nets

@@ -14,7 +14,7 @@ from hybridrl.config.schema import RLConfig
 from hybridrl.config.validate import validate_rl_config
 from hybridrl.errors import ConfigError
 from hybridrl.models.loading import resolve_model_path
-from hybridrl.trainer.build import critic_lora_settings
+from hybridrl.workers.build import critic_lora_settings
 
 from test_memory import fake_model, fake_overrides  # noqa: F401  (tests/unit/config/test_memory.py)
 

@@ -10,7 +10,7 @@ from hybridrl.config.loader import load_config
 from hybridrl.config.schema import RLConfig
 from hybridrl.config.validate import validate_rl_config
 from hybridrl.errors import ConfigError
-from hybridrl.trainer.build import lora_settings
+from hybridrl.workers.build import lora_settings
 
 M = "actor_rollout_ref.model."
 

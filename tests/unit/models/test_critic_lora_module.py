@@ -91,7 +91,7 @@ def test_a_full_model_folder_names_the_critic_key(random_model_dir, tmp_path):
 def test_the_new_adapters_and_head_depend_on_trainer_seed_only(random_model_dir):
     from hybridrl.config.loader import load_config
     from hybridrl.config.schema import RLConfig
-    from hybridrl.trainer.build import build_critic
+    from hybridrl.workers.build import build_critic
 
     def trained_init(global_seed: int, *more: str) -> dict[str, torch.Tensor]:
         cfg = load_config(RLConfig, None, ["algorithm.adv_estimator=gae", "critic.model.lora_rank=4",

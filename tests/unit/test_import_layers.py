@@ -1,0 +1,33 @@
+"""The role builders sit below both of their callers: the one-process run (trainer/build.py) and the
+Ray worker processes (distributed/). Neither the builders nor the Ray side may import the trainer's
+assembly, even inside a function, or the old circle trainer.build -> distributed.group ->
+distributed.worker -> trainer.build comes back."""
+
+import ast
+from pathlib import Path
+
+import hybridrl
+
+PACKAGE = Path(hybridrl.__file__).parent
+BELOW_THE_RUN = ["workers/build.py", "distributed/group.py", "distributed/worker.py"]
+
+
+def imported_modules(path: Path) -> set[str]:
+    """Every hybridrl module `path` imports, at the top or inside a function."""
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            out.add(node.module)
+        elif isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+    return {m for m in out if m.startswith("hybridrl")}
+
+
+def test_role_builders_and_the_ray_side_never_import_the_run_assembly():
+    for rel in BELOW_THE_RUN:
+        assert "hybridrl.trainer.build" not in imported_modules(PACKAGE / rel), rel
+
+
+def test_the_run_assembly_builds_roles_through_the_builders():
+    assert "hybridrl.workers.build" in imported_modules(PACKAGE / "trainer" / "build.py")
+    assert "hybridrl.workers.build" in imported_modules(PACKAGE / "distributed" / "worker.py")
