@@ -33,6 +33,7 @@ class PolicyLossOutput:
     loss: Tensor  # [B, T] per-token loss (to be reduced with reduce_loss)
     clipped: Tensor  # [B, T] 1.0 where the clipped surrogate was the one taken
     ppo_kl: Tensor  # [B, T] log π_old - log π, the per-token approximate KL of the update
+    clipped_lower: Tensor | None = None  # [B, T] 1.0 where the dual clip bound -A c was taken (A < 0); None: no dual clip
 
 
 # (log_probs, old_log_probs, advantages, response_mask, params); all tensors [B, T]
@@ -62,9 +63,10 @@ def vanilla(log_probs: Tensor, old_log_probs: Tensor, advantages: Tensor, respon
     """loss = max(-A r, -A clip(r, 1-lo, 1+hi)), then min(., -A c) where A < 0."""
     log_ratio = _log_ratio(log_probs, old_log_probs)
     loss, clipped = _clipped_surrogate(log_ratio, advantages, params)
-    dual = torch.minimum(loss, -advantages * params.clip_ratio_c)
-    loss = torch.where(advantages < 0, dual, loss)
-    return PolicyLossOutput(loss=loss, clipped=clipped, ppo_kl=-log_ratio)
+    bound = -advantages * params.clip_ratio_c
+    lower = (advantages < 0) & (bound < loss)  # verl's pg_clipfrac_lower: the dual clip is the one taken
+    loss = torch.where(lower, bound, loss)
+    return PolicyLossOutput(loss=loss, clipped=clipped, ppo_kl=-log_ratio, clipped_lower=lower.float())
 
 
 @POLICY_LOSSES.register(

@@ -44,6 +44,12 @@ def _token_mean(values: Tensor, mask: Tensor, scale: LossScale) -> Tensor:
     return _masked(values, mask).sum() / max(scale.num_tokens, 1.0)
 
 
+@LOSS_AGG_MODES.register("token-sum", "sum over every response token of the mini-batch, no normaliser (verl's "
+                                      "token-sum: the loss and its gradient grow with the batch and the lengths)")
+def _token_sum(values: Tensor, mask: Tensor, scale: LossScale) -> Tensor:
+    return _masked(values, mask).sum()
+
+
 @LOSS_AGG_MODES.register("seq-mean-token-sum", "sum over a response's tokens, mean over responses")
 def _seq_mean_token_sum(values: Tensor, mask: Tensor, scale: LossScale) -> Tensor:
     return _masked(values, mask).sum() / max(scale.num_seqs, 1.0)

@@ -170,8 +170,8 @@ class ActorConfig:
                               gt=1, hint="(verl uses 3.0)")
     tau_pos: float = doc(1.0, "SAPO gate temperature for positive advantages", gt=0)
     tau_neg: float = doc(1.05, "SAPO gate temperature for negative advantages", gt=0)
-    loss_agg_mode: str = doc("token-mean", "loss reduction: token-mean | seq-mean-token-sum | seq-mean-token-mean | "
-                                           "seq-mean-token-sum-norm")
+    loss_agg_mode: str = doc("token-mean", "loss reduction: token-mean | token-sum | seq-mean-token-sum | "
+                                           "seq-mean-token-mean | seq-mean-token-sum-norm")
     loss_scale_factor: Optional[float] = doc(None, "seq-mean-token-sum-norm's length constant (null: data.max_response_length)",
                                              gt=0)
     entropy_coeff: float = doc(0.0, "entropy bonus coefficient",

@@ -159,8 +159,8 @@ class Policy(UpdatingWorker[TrainBatch]):
     def _stat_keys(self) -> list[str]:
         """The metrics _micro_loss returns under these settings."""
         s = self.settings
-        return ["actor/pg_loss", "actor/pg_clipfrac", "actor/ppo_kl", "actor/entropy", "training/rollout_probs_diff_mean",
-                "training/rollout_probs_diff_max", *(["actor/kl_loss"] if s.use_kl_loss else []),
+        return ["actor/pg_loss", "actor/pg_clipfrac", "actor/pg_clipfrac_lower", "actor/ppo_kl", "actor/entropy",
+                "training/rollout_probs_diff_mean", "training/rollout_probs_diff_max", *(["actor/kl_loss"] if s.use_kl_loss else []),
                 *(["rollout_corr/is_weight_mean", "rollout_corr/is_truncated_frac"] if s.rollout_is is not None else [])]
 
     def _micro_loss(self, micro: TrainBatch, scale: LossScale, ran: LossScale) -> tuple[Tensor, dict[str, float]]:
@@ -187,6 +187,9 @@ class Policy(UpdatingWorker[TrainBatch]):
         stats = {
             "actor/pg_loss": pg_loss.item(),
             "actor/pg_clipfrac": reduce_loss(out.clipped, mask, "token-mean", ran).item(),
+            # the share of tokens where the dual clip (A < 0) bounded the loss; 0 for losses without one
+            "actor/pg_clipfrac_lower": 0.0 if out.clipped_lower is None else
+            reduce_loss(out.clipped_lower, mask, "token-mean", ran).item(),
             "actor/ppo_kl": reduce_loss(out.ppo_kl, mask, "token-mean", ran).item(),
             "actor/entropy": reduce_loss(entropy.detach(), mask, "token-mean", ran).item(),
         }

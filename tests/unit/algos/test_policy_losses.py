@@ -61,6 +61,18 @@ def test_vanilla_hand_values():
     assert out.clipped.dtype == torch.float32
 
 
+def test_vanilla_marks_where_the_dual_clip_bounds_the_loss():
+    """actor/pg_clipfrac_lower (verl's name): 1 only where A < 0 and -A c is below the clipped surrogate."""
+    lrs, advs, _, _ = map(list, zip(*HAND_CASES))
+    out = _run(lrs, advs)
+    # hand cases 3 (ratio e^2, A = -1: 7.389 > 3) and 9 (ratio e^2, A = -0.5: 3.69 > 1.5) take the dual bound
+    assert out.clipped_lower[0].tolist() == [0, 0, 1, 0, 0, 0, 0, 0, 1, 0]
+    for name in POLICY_LOSSES.names():
+        if name != "vanilla":  # no dual clip: no lower clip fraction
+            lp = torch.zeros(1, 2)
+            assert POLICY_LOSSES.get(name)(lp, lp, -torch.ones(1, 2), torch.ones(1, 2), PolicyLossParams()).clipped_lower is None
+
+
 def test_vanilla_asymmetric_clip_range():
     # low 0.2, high 0.28: the ratio is clipped to [0.8, 1.28]
     p = PolicyLossParams(clip_ratio_low=0.2, clip_ratio_high=0.28)

@@ -8,7 +8,7 @@ import torch
 from hybridrl.algos.reduce import LOSS_AGG_MODES, LossScale, masked_mean, reduce_loss
 from hybridrl.errors import ConfigError
 
-MODES = ["token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"]
+MODES = ["token-mean", "token-sum", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"]
 
 # 2 x 3 example; row 0 has 3 valid tokens, row 1 has 1 (two padded positions)
 VALUES = torch.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
@@ -17,6 +17,8 @@ MASK = torch.tensor([[1.0, 1.0, 1.0], [1.0, 0.0, 0.0]])
 HAND = {
     # all valid tokens: (1 + 2 + 3 + 4) / 4 tokens = 2.5
     "token-mean": 2.5,
+    # all valid tokens summed, no normaliser (verl's token-sum): 1 + 2 + 3 + 4 = 10
+    "token-sum": 10.0,
     # per-row token sums 6 and 4, mean over 2 rows: (6 + 4) / 2 = 5.0
     "seq-mean-token-sum": 5.0,
     # per-row token means 6/3 = 2 and 4/1 = 4, mean over 2 rows: (2 + 4) / 2 = 3.0
@@ -43,7 +45,8 @@ def test_explicit_scale(mode):
     # With a scale of a larger batch (8 tokens, 4 responses), the same values count half as much:
     #   token-mean: 10 / 8 = 1.25; seq-mean-token-sum: 10 / 4 = 2.5; seq-mean-token-mean: 6 / 4 = 1.5;
     #   seq-mean-token-sum-norm with a constant length of 5 (Dr.GRPO's max_response_length): 10 / (4 * 5) = 0.5
-    expected = {"token-mean": 1.25, "seq-mean-token-sum": 2.5, "seq-mean-token-mean": 1.5,
+    #   token-sum: 10 whatever the scale (no normaliser)
+    expected = {"token-mean": 1.25, "token-sum": 10.0, "seq-mean-token-sum": 2.5, "seq-mean-token-mean": 1.5,
                 "seq-mean-token-sum-norm": 0.5}[mode]
     out = reduce_loss(VALUES, MASK, mode, LossScale(num_tokens=8.0, num_seqs=4.0, norm_length=5.0))
     assert out.item() == pytest.approx(expected, abs=1e-7)
@@ -138,11 +141,11 @@ def test_masked_mean_hand_value():
 
 def test_unknown_mode_raises_config_error_listing_values():
     with pytest.raises(ConfigError) as info:
-        reduce_loss(VALUES, MASK, "token-sum")
+        reduce_loss(VALUES, MASK, "token-max")
     msg = str(info.value)
     assert "actor_rollout_ref.actor.loss_agg_mode" in msg
-    assert "'token-sum'" in msg
-    assert "seq-mean-token-mean, seq-mean-token-sum, seq-mean-token-sum-norm, token-mean" in msg
+    assert "'token-max'" in msg
+    assert "seq-mean-token-mean, seq-mean-token-sum, seq-mean-token-sum-norm, token-mean, token-sum" in msg
     assert LOSS_AGG_MODES.names() == sorted(MODES)
 
 

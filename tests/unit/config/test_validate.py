@@ -61,9 +61,9 @@ def test_unknown_adv_estimator_lists_valid_values():
 
 def test_unknown_loss_agg_mode():
     with pytest.raises(ConfigError, match=re.escape(
-            "actor_rollout_ref.actor.loss_agg_mode='token-sum' is not a known loss aggregation mode; "
-            "valid values: seq-mean-token-mean, seq-mean-token-sum, seq-mean-token-sum-norm, token-mean")):
-        validate("actor_rollout_ref.actor.loss_agg_mode=token-sum")
+            "actor_rollout_ref.actor.loss_agg_mode='token-max' is not a known loss aggregation mode; "
+            "valid values: seq-mean-token-mean, seq-mean-token-sum, seq-mean-token-sum-norm, token-mean, token-sum")):
+        validate("actor_rollout_ref.actor.loss_agg_mode=token-max")
 
 
 def test_unknown_kl_loss_type_ignored_without_kl_loss():
