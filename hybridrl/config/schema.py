@@ -186,7 +186,8 @@ class ActorConfig:
                                           "log-prob pass; the loss normaliser still counts them, so the update is "
                                           "unchanged. Only where exact: no entropy bonus, no KL loss (else they stay; "
                                           "`hybridrl plan` says so). actor/entropy, pg_clipfrac and ppo_kl are then "
-                                          "means over the responses the update computed")
+                                          "means over the responses the update computed (a mini-batch with none: "
+                                          "over all of them, from a forward without gradients)")
     strategy: str = doc("ddp", "how data-parallel workers hold the weights: ddp (a full copy each, gradients summed "
                                "with one all-reduce) | fsdp2 (parameters, gradients and AdamW state sharded with "
                                "torch's fully_shard; fsdp is accepted as the same)", choices=STRATEGIES)

@@ -141,17 +141,22 @@ class Policy(UpdatingWorker[TrainBatch]):
         stats: dict[str, float] = defaultdict(float, dict.fromkeys(self._stat_keys(), 0.0))  # the same keys on every rank
 
         def micro_loss(micro: TrainBatch) -> Tensor:
-            loss, micro_stats = self._micro_loss(micro, scale, ran)
+            loss, micro_stats = self._micro_loss(micro, scale, ran if ran.num_seqs else scale)
             for key, value in micro_stats.items():
                 stats[key] = max(stats[key], value) if key.endswith("_max") else stats[key] + value
             return loss
 
         self._backward_all(micros, micro_loss, fill_missing=s.skip_zero_advantage)
+        if s.skip_zero_advantage and not ran.num_seqs:
+            # No row of the mini-batch (on any rank) has a gradient: the update is AdamW's step on zeros. The
+            # metrics come from a forward without gradients, as the full update would report them: a batch where
+            # every group's rewards are equal is when entropy and the engine/trainer gap need watching (collapse).
+            with torch.no_grad():
+                for micro in self._micro_batches(mini, s.update_batching, s.layout.share_prompts):
+                    micro_loss(micro)
         stats = self.dp.reduce_stats(dict(stats))
         if s.skip_zero_advantage:
-            if not ran.num_seqs:  # every row left out: the loss is exactly 0, the per-token metrics have no tokens
-                stats = {"actor/pg_loss": 0.0}
-            stats["actor/skipped_frac"] = 1.0 - ran.num_seqs / max(scale.num_seqs, 1.0)
+            stats["actor/skipped_frac"] = 1.0 - ran.num_seqs / max(scale.num_seqs, 1.0)  # left out of the backward
         stats["actor/grad_norm"] = clip_and_step(self.module.parameters(), self.optimizer, self.settings.grad_clip)
         stats["actor/lr"] = self.optimizer.param_groups[0]["lr"]
         return stats

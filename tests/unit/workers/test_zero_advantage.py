@@ -37,9 +37,13 @@ def run_update(model_dir: str, skip: bool, lr: float = 0.0, data: TrainBatch | N
     opt, sched = build_optimizer(module.parameters(), lr, 0.01, [0.9, 0.999], 0, 1, "constant", 0.0)
     s = settings(**{"micro": 12, "mini_batch_size": 12, **EXACT, **kw, "skip_zero_advantage": skip})
     policy = Policy(module, opt, sched, engine=None, settings=s)
-    rows = []
-    hook = module.register_forward_pre_hook(lambda _, args, kwargs: rows.append(
-        int(kwargs.get("input_ids", args[0] if args else None).shape[0])), with_kwargs=True)
+    rows = []  # rows of each forward that builds a graph (for a backward)
+
+    def count(_, args, kwargs):
+        if torch.is_grad_enabled():
+            rows.append(int(kwargs.get("input_ids", args[0] if args else None).shape[0]))
+
+    hook = module.register_forward_pre_hook(count, with_kwargs=True)
     metrics = policy.update(data if data is not None else zero_group_batch(module.config.vocab_size))
     hook.remove()
     grads = [torch.zeros_like(p) if p.grad is None else p.grad.clone() for p in module.parameters()]
@@ -114,11 +118,14 @@ def test_metrics_are_means_over_the_rows_computed(random_model_dir):
 
 
 def test_a_mini_batch_with_no_gradient_still_takes_adamw_s_step(random_model_dir):
-    """Three mini-batches (one per prompt), the middle one all zero advantage: skipped entirely, it must still
-    step AdamW with a zero gradient (its moments decay and it moves the weights), as the unskipped update does."""
+    """Three mini-batches (one per prompt), the middle one all zero advantage: no backward, yet it must still
+    step AdamW with a zero gradient (its moments decay and it moves the weights), as the unskipped update does;
+    its metrics come from a forward without gradients, so every metric equals the unskipped update's."""
     _, want, m_want, _ = run_update(random_model_dir, False, lr=1e-2, mini_batch_size=4, micro=4)
     _, got, m_got, rows = run_update(random_model_dir, True, lr=1e-2, mini_batch_size=4, micro=4)
     assert sum(rows) == 8
+    for key in ("actor/entropy", "actor/pg_clipfrac", "actor/ppo_kl", "actor/pg_loss", "training/rollout_probs_diff_max"):
+        assert m_got[key] == pytest.approx(m_want[key], rel=1e-5, abs=1e-7), key
     moved = [k for k, w in got.items() if not torch.equal(w, load_causal_lm(random_model_dir).state_dict()[k])]
     assert moved
     for key, w in want.items():
