@@ -49,7 +49,7 @@ tiny-model: $(STAMP)
 	bash scripts/build_tiny_model.sh
 
 # GRPO speed, TRL vs hybridrl (bench/speed.py); TRL lives in its own venv, bench/.venv-trl.
-# Writes bench/results/speed.{json,md}. ARGS go to bench/speed.py, e.g. ARGS="--quick --models tiny".
+# Writes bench/results/speed-<cpu kind>.{json,md}. ARGS go to bench/speed.py, e.g. ARGS="--quick --models tiny".
 # Then each scale lever's cost and saving on a variable-length batch (bench/levers.py -> bench/results/levers.*).
 bench: $(STAMP)
 	bash bench/setup_trl.sh

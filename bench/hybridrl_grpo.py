@@ -22,38 +22,80 @@ sys.path.insert(0, HERE)
 import workload  # noqa: E402
 
 
-def write_prompts(path: str, count: int) -> None:
+BF16 = ["actor_rollout_ref.actor.fsdp_config.mixed_precision.param_dtype=bf16", "actor_rollout_ref.rollout.dtype=bfloat16",
+        "algorithm.rollout_correction.rollout_is=token"]  # bf16 compute over fp32 masters, bf16 rollout, token TIS
+
+
+def write_prompts(path: str, count: int, kind: str) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     rows = [{"data_source": "bench", "prompt": [{"role": "user", "content": q}], "ability": "math",
              "reward_model": {"style": "rule", "ground_truth": a}, "extra_info": {"index": i}}
-            for i, (q, a) in enumerate(workload.prompts(count))]
+            for i, (q, a) in enumerate(workload.workload_prompts(kind, count))]
     pq.write_table(pa.Table.from_pylist(rows), path)
 
 
-def overrides(model: str, data: str, run_dir: str, steps: int) -> list[str]:
+def overrides(model: str, data: str, run_dir: str, steps: int, kind: str) -> list[str]:
     """The workload in hybridrl's (verl's) keys: GRPO, token-mean, no KL, one optimizer step per step."""
     n = workload.PROMPTS_PER_STEP * workload.SAMPLES_PER_PROMPT
+    score = "compute_arith_score" if kind == "learning" else "compute_score"
     return [
         f"actor_rollout_ref.model.path={model}", f"data.train_files=[{data}]", "data.val_files=[]",
         f"data.train_batch_size={workload.PROMPTS_PER_STEP}", f"actor_rollout_ref.rollout.n={workload.SAMPLES_PER_PROMPT}",
-        f"data.max_response_length={workload.NEW_TOKENS}", "actor_rollout_ref.rollout.ignore_eos=true",
+        f"data.max_response_length={workload.NEW_TOKENS}", f"actor_rollout_ref.rollout.ignore_eos={kind == 'fixed'}",
         "data.shuffle=false", "data.max_prompt_length=64",
         f"actor_rollout_ref.actor.ppo_mini_batch_size={workload.PROMPTS_PER_STEP}",
         f"actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu={n}", "actor_rollout_ref.actor.ppo_epochs=1",
         f"actor_rollout_ref.actor.optim.lr={workload.LR}", "actor_rollout_ref.actor.use_kl_loss=false",
         "actor_rollout_ref.actor.loss_agg_mode=token-mean", "actor_rollout_ref.actor.entropy_coeff=0",
         "algorithm.adv_estimator=grpo", "algorithm.use_kl_in_reward=false",
-        f"custom_reward_function.path={os.path.join(HERE, 'workload.py')}", "custom_reward_function.name=compute_score",
+        f"custom_reward_function.path={os.path.join(HERE, 'workload.py')}", f"custom_reward_function.name={score}",
         f"trainer.total_training_steps={steps}", "trainer.test_freq=-1", "trainer.val_before_train=false",
         "trainer.save_freq=0", "trainer.resume_mode=disable", f"trainer.default_local_dir={run_dir}",
         "trainer.logger=[]", f"trainer.seed={workload.SEED}",
     ]
 
 
+CATEGORIES = [  # (category, op-name fragments), first match wins: where a profiled step's op time goes
+    ("matmul", ("mm", "linear", "matmul", "mkldnn", "onednn")),
+    ("attention", ("scaled_dot_product", "softmax", "flash")),
+    ("optimizer", ("adam",)),
+    ("copies and indexing", ("copy", "cat", "index", "gather", "scatter", "select", "slice", "to", "contiguous",
+                             "clone", "stack", "pad", "where", "masked")),
+]
+
+
+def category(op: str) -> str:
+    name = op.split("::")[-1]
+    return next((c for c, parts in CATEGORIES if any(p in name for p in parts)), "other elementwise ops")
+
+
+def profile_step(trainer, step: int, path: str) -> None:
+    """One more step under torch.profiler: self time of the ops by category and the top ops, and the
+    share of the step's wall time spent outside any op (Python, the framework's own work)."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    wall = time.perf_counter()
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        m = trainer.train_step(step)
+    wall = time.perf_counter() - wall
+    ops = [(e.key, e.self_cpu_time_total / 1e6, e.count) for e in prof.key_averages() if e.key.startswith("aten::")]
+    by_cat: dict[str, float] = {}
+    for key, seconds, _ in ops:
+        by_cat[category(key)] = by_cat.get(category(key), 0.0) + seconds
+    in_ops = sum(seconds for _, seconds, _ in ops)
+    top = sorted(ops, key=lambda o: -o[1])[:12]
+    with open(path, "w") as f:
+        json.dump({"wall_s": wall, "in_ops_s": in_ops, "categories": by_cat, "skipped_frac": m.get("actor/skipped_frac", 0.0),
+                   "phases": {k[len("timing_s/"):]: v for k, v in m.items() if k.startswith("timing_s/")},
+                   "top_ops": [{"op": k, "self_s": sec, "calls": n} for k, sec, n in top],
+                   "threads": torch.get_num_threads()}, f, indent=1)
+
+
 def main() -> None:
-    a = workload.runner_args(__doc__.splitlines()[0], overrides=True)
+    a = workload.runner_args(__doc__.splitlines()[0], overrides=True, profile=True)
 
     import torch
 
@@ -67,8 +109,10 @@ def main() -> None:
         torch.set_num_threads(a.threads)
     tmp = tempfile.mkdtemp()
     data = os.path.join(tmp, "prompts.parquet")
-    write_prompts(data, workload.PROMPTS_PER_STEP * a.steps)
-    cfg = load_config(RLConfig, None, overrides(a.model, data, os.path.join(tmp, "run"), a.steps) + a.overrides)
+    write_prompts(data, workload.PROMPTS_PER_STEP * (a.steps + 1), a.workload)  # one more step's for --profile
+    total = a.steps + (1 if a.profile else 0)
+    cfg = load_config(RLConfig, None, overrides(a.model, data, os.path.join(tmp, "run"), total, a.workload)
+                      + (BF16 if a.bf16 else []) + a.overrides)
     run = build_run(cfg, validate_rl_config(cfg), log=lambda *_: None)
     trainer = RLTrainer(run, log=lambda *_: None)
     with open(a.out, "w") as out:
@@ -84,9 +128,13 @@ def main() -> None:
                     "rollout_s": rollout_s, "train_s": step_s - rollout_s,
                     "gen_tokens": int(m["response_length/mean"] * workload.PROMPTS_PER_STEP * workload.SAMPLES_PER_PROMPT),
                     "train_tokens": int(m["perf/total_num_tokens"]), "peak_rss_gb": rss / 2**30,
+                    "zero_std_share": m["critic/frac_zero_std_groups"], "skipped_frac": m.get("actor/skipped_frac", 0.0),
+                    "score": m["critic/score/mean"], "is_weight_mean": m.get("rollout_corr/is_weight_mean"),
                     "timing": {k[len("timing_s/"):]: v for k, v in m.items() if k.startswith("timing_s/")},
                 }) + "\n")
                 out.flush()
+            if a.profile:  # after the timed steps: the profiler's overhead never reaches their records
+                profile_step(trainer, a.steps + 1, a.profile)
         finally:
             run.reward.close()
             run.policy.close()

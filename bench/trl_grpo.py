@@ -32,27 +32,33 @@ def main() -> None:
 
     if a.threads:
         torch.set_num_threads(a.threads)
-    pairs = workload.prompts(workload.PROMPTS_PER_STEP * a.steps)
+    pairs = workload.workload_prompts(a.workload, workload.PROMPTS_PER_STEP * a.steps)
+    learning = a.workload == "learning"
+    rule = workload.last_integer_correct if learning else workload.shaped
     data = Dataset.from_dict({"prompt": [[{"role": "user", "content": q}] for q, _ in pairs],
                               "answer": [ans for _, ans in pairs]})
 
     def reward(completions, answer, **_):
-        return [workload.shaped(c[0]["content"], ans) for c, ans in zip(completions, answer)]
+        scores = [rule(c[0]["content"], ans) for c, ans in zip(completions, answer)]
+        phase["zero_std_share"] = workload.zero_std_share(scores)  # TRL repeats each prompt num_generations times in a row
+        phase["score"] = sum(scores) / len(scores)
+        return scores
 
     tokenizer = AutoTokenizer.from_pretrained(a.model)
     model = AutoModelForCausalLM.from_pretrained(a.model, dtype=torch.float32)
     n = workload.PROMPTS_PER_STEP * workload.SAMPLES_PER_PROMPT
     args = GRPOConfig(
-        output_dir=tempfile.mkdtemp(), use_cpu=True, bf16=False, fp16=False, seed=workload.SEED,
+        output_dir=tempfile.mkdtemp(), use_cpu=True, bf16=a.bf16, fp16=False, seed=workload.SEED,
         per_device_train_batch_size=n, gradient_accumulation_steps=1, num_generations=workload.SAMPLES_PER_PROMPT,
-        max_completion_length=workload.NEW_TOKENS, generation_kwargs={"min_new_tokens": workload.NEW_TOKENS},
+        max_completion_length=workload.NEW_TOKENS,
+        generation_kwargs={} if learning else {"min_new_tokens": workload.NEW_TOKENS},  # learning: stops at EOS
         temperature=1.0, learning_rate=workload.LR, lr_scheduler_type="constant", warmup_steps=0,
         beta=0.0, loss_type="dapo", num_iterations=1, max_steps=a.steps, logging_steps=1, save_strategy="no",
         report_to=[], dataloader_num_workers=0, shuffle_dataset=False, disable_tqdm=True,
     )
     trainer = GRPOTrainer(model=model, reward_funcs=reward, args=args, train_dataset=data, processing_class=tokenizer)
 
-    phase = {"gen_s": 0.0, "rollout_s": 0.0, "gen_tokens": 0, "train_tokens": 0}
+    phase = {"gen_s": 0.0, "rollout_s": 0.0, "gen_tokens": 0, "train_tokens": 0, "zero_std_share": 0.0, "score": 0.0}
 
     def timed(key, fn):
         @functools.wraps(fn)

@@ -29,6 +29,61 @@ def test_hybridrl_runner_runs_the_fixed_workload(random_model_dir, tmp_path):
         assert "update_actor" in r["timing"] and "old_log_prob" not in r["timing"] and "ref" not in r["timing"]
 
 
+def test_hybridrl_runner_runs_the_learning_workload(tmp_path):
+    """The bundled tiny-arith on the arithmetic prompts, EOS on: lengths vary, groups with equal rewards
+    are reported and left out of the update (the default), and bf16 turns on its levers."""
+    for bf16 in (False, True):
+        out = tmp_path / f"steps-{bf16}.jsonl"
+        subprocess.run([sys.executable, str(REPO / "bench" / "hybridrl_grpo.py"), "--model", speed.TINY_ARITH,
+                        "--steps", "3", "--threads", "1", "--out", str(out), "--workload", "learning",
+                        *(["--bf16"] if bf16 else [])], check=True, capture_output=True, cwd=REPO)
+        records = [json.loads(line) for line in out.read_text().splitlines()]
+        n = workload.PROMPTS_PER_STEP * workload.SAMPLES_PER_PROMPT
+        assert len(records) == 3
+        assert all(r["gen_tokens"] < n * workload.NEW_TOKENS for r in records)  # EOS ends responses early
+        assert any(0 < r["score"] < 1 for r in records)  # the SFT'd model is right part of the time
+        for r in records:
+            assert r["skipped_frac"] == pytest.approx(r["zero_std_share"])  # exactly the equal-reward groups
+        assert any(r["zero_std_share"] > 0 for r in records)
+        # bf16: the engine/trainer gap is corrected with token TIS, which reports its weights
+        assert all((r["is_weight_mean"] is not None) == bf16 for r in records)
+
+
+def test_profiled_ops_fall_into_their_categories(tmp_path):
+    import hybridrl_grpo
+
+    assert hybridrl_grpo.category("aten::addmm") == "matmul" and hybridrl_grpo.category("aten::mm") == "matmul"
+    assert hybridrl_grpo.category("aten::_scaled_dot_product_flash_attention_for_cpu") == "attention"
+    assert hybridrl_grpo.category("aten::_fused_adamw_") == "optimizer"
+    assert hybridrl_grpo.category("aten::index_select") == "copies and indexing"
+    assert hybridrl_grpo.category("aten::mul") == "other elementwise ops"
+    out, summary = tmp_path / "steps.jsonl", tmp_path / "profile.json"
+    subprocess.run([sys.executable, str(REPO / "bench" / "hybridrl_grpo.py"), "--model", speed.TINY_ARITH, "--steps", "1",
+                    "--threads", "1", "--out", str(out), "--workload", "learning", "--profile", str(summary)],
+                   check=True, capture_output=True, cwd=REPO)
+    got = json.loads(summary.read_text())
+    assert len(out.read_text().splitlines()) == 1  # the profiled step is not among the timed ones
+    assert 0 < got["in_ops_s"] <= got["wall_s"] and got["categories"]["matmul"] > 0
+    assert got["top_ops"] and set(got["phases"]) >= {"gen", "step"}
+
+
+def test_arithmetic_reward_and_prompts_match_the_task():
+    from hybridrl.rewards.scorers.arithmetic import compute_score
+
+    for text, answer in [("The answer is 12", "12"), ("12 then 13", "12"), ("-3", "-3"), ("none", "4")]:
+        assert workload.last_integer_correct(text, answer) == compute_score("arithmetic", text, answer)
+    q, a = workload.arith_prompts(1)[0]
+    x, y = q[len("What is "):-1].split("+")
+    assert int(x) + int(y) == int(a)
+    assert workload.zero_std_share([1.0] * 8 + [0.0, 1.0] * 4) == 0.5
+
+
+def test_the_cpu_kind_names_the_bf16_capability():
+    assert speed.cpu_kind(["avx2", "avx512_bf16", "avx512f"]) == "avx512-bf16"
+    assert speed.cpu_kind(["amx_bf16", "avx2"]) == "avx512-bf16"
+    assert speed.cpu_kind(["avx2", "avx512f"]) == "avx512" and speed.cpu_kind(["avx2"]) == "avx2"
+
+
 def test_shaped_reward_varies_within_a_group():
     assert workload.shaped("12 apples", "12") == pytest.approx(1 + 2 / 9)
     assert workload.shaped("abc", "7") == 0.0 and workload.shaped("a1", "7") == 0.5
@@ -45,6 +100,9 @@ def test_executed_flops_count_each_prompt_once():
     assert shared["train_executed"] == 6 * 1000 * (4 * prompt + 32 * workload.NEW_TOKENS) + attention
     assert plain["rollout"] == 2 * 1000 * (32 * workload.NEW_TOKENS + 32 * prompt)
     assert shared["rollout"] == 2 * 1000 * (32 * workload.NEW_TOKENS + 4 * prompt)
+    skipped = speed.step_flops({**rec, "skipped_frac": 0.25}, shape, True)  # a quarter of the groups not computed
+    assert skipped["train_executed"] == pytest.approx(0.75 * shared["train_executed"])
+    assert skipped["train_nominal"] == shared["train_nominal"] and skipped["rollout"] == shared["rollout"]
 
 
 def test_prompt_sharing_is_read_from_the_overrides():
@@ -60,7 +118,14 @@ def test_summary_medians_and_speedups():
     assert stats["step_s"] == 2.0 and stats["cpu_s"] == 4.0 and stats["peak_rss_gb"] == 0.7
     flops = speed.step_flops(recs[0], shape, False)["train_nominal"]
     assert stats["mfu_train_nominal"] == pytest.approx(flops / 1.0 / 1e9)
-    rows = [{"model": "tiny", "config": "trl", "step_s": 2.0, "cpu_s": 4.0},
-            {"model": "tiny", "config": "hybridrl-best", "step_s": 0.5, "cpu_s": 2.0}]
+    assert stats["floor_s"] == pytest.approx((flops + speed.step_flops(recs[0], shape, False)["rollout"]) / 1e9)
+    assert stats["over_floor"] == pytest.approx(2.0 / stats["floor_s"])
+    base = {"workload": "learning", "model": "tiny"}
+    rows = [{**base, "config": "trl", "runner": "trl", "step_s": 2.0, "cpu_s": 4.0},
+            {**base, "config": "trl-bf16", "runner": "trl", "step_s": 1.0, "cpu_s": 2.0},
+            {**base, "config": "hybridrl-best", "runner": "hybridrl", "step_s": 0.5, "cpu_s": 2.0},
+            {**base, "model": "small", "config": "trl", "runner": "trl", "step_s": 8.0, "cpu_s": 8.0}]
     speed.add_speedups(rows)
-    assert rows[1]["speedup"] == 4.0 and rows[1]["cpu_speedup"] == 2.0 and rows[0]["speedup"] == 1.0
+    assert rows[2]["speedup"] == 4.0 and rows[2]["cpu_speedup"] == 2.0 and rows[0]["speedup"] == 1.0
+    assert rows[2]["speedup_vs_best"] == 2.0 and rows[0]["speedup_vs_best"] == 0.5  # TRL's best is its bf16 row
+    assert rows[3]["speedup_vs_best"] == 1.0  # models never mix
