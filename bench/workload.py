@@ -35,14 +35,19 @@ LR = 1e-5
 SEED = 0
 
 
-def prompts(count: int, seed: int = SEED) -> list[tuple[str, str]]:
-    """(question, answer) pairs of two-digit addition."""
+def _sums(count: int, seed: int, low: int, question: str) -> list[tuple[str, str]]:
+    """(question, answer) pairs of two-number sums, operands drawn from low..99; `question` has {a} and {b}."""
     rng = random.Random(seed)
     pairs = []
     for _ in range(count):
-        a, b = rng.randint(10, 99), rng.randint(10, 99)
-        pairs.append((f"What is {a}+{b}? Answer:", str(a + b)))
+        a, b = rng.randint(low, 99), rng.randint(low, 99)
+        pairs.append((question.format(a=a, b=b), str(a + b)))
     return pairs
+
+
+def prompts(count: int, seed: int = SEED) -> list[tuple[str, str]]:
+    """The fixed workload's (question, answer) pairs of two-digit addition."""
+    return _sums(count, seed, 10, "What is {a}+{b}? Answer:")
 
 
 def correct(completion: str, answer: str) -> float:
@@ -68,12 +73,7 @@ WORKLOADS = ("fixed", "learning")
 
 def arith_prompts(count: int, seed: int = SEED) -> list[tuple[str, str]]:
     """(question, answer) pairs in the arithmetic task's own format (hybridrl/data/arithmetic.py)."""
-    rng = random.Random(seed)
-    pairs = []
-    for _ in range(count):
-        a, b = rng.randint(0, 99), rng.randint(0, 99)
-        pairs.append((f"What is {a}+{b}?", str(a + b)))
-    return pairs
+    return _sums(count, seed, 0, "What is {a}+{b}?")
 
 
 def last_integer_correct(completion: str, answer: str) -> float:

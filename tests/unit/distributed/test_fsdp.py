@@ -25,7 +25,7 @@ from hybridrl.workers.policy import Policy
 
 sys.path.insert(0, __file__.rsplit("/tests/", 1)[0] + "/tests/unit/workers")
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
-from ranks import spawn_two_ranks  # noqa: E402
+from ranks import finish_rank, rank_results  # noqa: E402
 from test_policy import batch, settings  # noqa: E402
 
 SHARDS = [torch.arange(0, 4), torch.arange(4, 8)]
@@ -77,15 +77,13 @@ def _rank(rank: int, port: int, out: str, model_dir: str) -> None:
     fresh.load_state_dict(result["optimizer"])
     result["reloaded_weights"] = fresh.sharding.full_state_dict(fresh.module)
     result["reloaded_optimizer"] = fresh.state_dict()
-    torch.save(result, f"{out}/rank{rank}.pt")
-    torch.distributed.destroy_process_group()
+    finish_rank(out, rank, result)
 
 
 @pytest.fixture(scope="module")
 def fsdp_results(random_model_dir, tmp_path_factory):
     out = tmp_path_factory.mktemp("fsdp")
-    spawn_two_ranks(_rank, str(out), random_model_dir)
-    return out, [torch.load(out / f"rank{r}.pt", weights_only=False) for r in range(2)]
+    return out, rank_results(_rank, out, random_model_dir)
 
 
 @pytest.fixture(scope="module")

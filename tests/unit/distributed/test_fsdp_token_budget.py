@@ -20,7 +20,7 @@ from hybridrl.workers.update_loop import micro_batch_rows_of
 
 sys.path.insert(0, __file__.rsplit("/tests/", 1)[0] + "/tests/unit/workers")
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
-from ranks import spawn_two_ranks  # noqa: E402
+from ranks import finish_rank, rank_results  # noqa: E402
 from test_policy import batch, settings  # noqa: E402
 
 # rows of test_policy.batch hold 6, 11, 7, 11, 8, 10, 9, 11 tokens: rank 0 gets the long ones (43 tokens:
@@ -52,15 +52,12 @@ def _rank(rank: int, port: int, out: str, model_dir: str) -> None:
         hook.remove()
         results[name] = {"metrics": metrics, "forwards": len(forwards),
                          "weights": policy.sharding.full_state_dict(policy.module)}
-    torch.save(results, f"{out}/rank{rank}.pt")
-    torch.distributed.destroy_process_group()
+    finish_rank(out, rank, results)
 
 
 @pytest.fixture(scope="module")
 def ranks(random_model_dir, tmp_path_factory):
-    out = tmp_path_factory.mktemp("fsdp_budget")
-    spawn_two_ranks(_rank, str(out), random_model_dir)
-    return [torch.load(out / f"rank{r}.pt", weights_only=False) for r in range(2)]
+    return rank_results(_rank, tmp_path_factory.mktemp("fsdp_budget"), random_model_dir)
 
 
 def test_the_ranks_need_different_counts_alone():

@@ -18,7 +18,7 @@ from hybridrl.workers.policy import Policy
 
 sys.path.insert(0, __file__.rsplit("/tests/", 1)[0] + "/tests/unit/workers")
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
-from ranks import spawn_two_ranks  # noqa: E402
+from ranks import finish_rank, rank_results  # noqa: E402
 from test_policy import grouped_batch, settings  # noqa: E402
 
 SHARDS = [torch.tensor([0, 1, 4, 5, 6, 7]), torch.tensor([2, 3, 8, 9, 10, 11])]  # rank 0: no gradient at all
@@ -53,15 +53,12 @@ def _rank(rank: int, port: int, out: str, model_dir: str) -> None:
         hook.remove()
         results[strategy] = {"metrics": metrics, "forwards": len(forwards),
                              "weights": policy.sharding.full_state_dict(policy.module)}
-    torch.save(results, f"{out}/rank{rank}.pt")
-    torch.distributed.destroy_process_group()
+    finish_rank(out, rank, results)
 
 
 @pytest.fixture(scope="module")
 def ranks(random_model_dir, tmp_path_factory):
-    out = tmp_path_factory.mktemp("zero_adv_ranks")
-    spawn_two_ranks(_rank, str(out), random_model_dir)
-    return [torch.load(out / f"rank{r}.pt", weights_only=False) for r in range(2)]
+    return rank_results(_rank, tmp_path_factory.mktemp("zero_adv_ranks"), random_model_dir)
 
 
 @pytest.mark.parametrize("strategy", STRATEGIES)
