@@ -41,6 +41,11 @@ def _policy(model_dir: str, dp, strategy: str, mini: int, skip: bool) -> Policy:
     return Policy(module, opt, sched, None, s, sharding=sharding)
 
 
+def weights(policy: Policy) -> dict[str, torch.Tensor]:
+    """The whole weights now (under ddp full_state_dict shares the live parameters' storage: copy them)."""
+    return {k: v.clone() for k, v in policy.sharding.full_state_dict(policy.module).items()}
+
+
 def _rank(rank: int, port: int, out: str, model_dir: str) -> None:
     torch.set_num_threads(1)
     dp = init_data_parallel(rank, 2, "127.0.0.1", port, timeout_s=60)  # a rank short of a collective would hang
@@ -51,8 +56,14 @@ def _rank(rank: int, port: int, out: str, model_dir: str) -> None:
         hook = policy.module.register_forward_hook(lambda *_: forwards.append(1))
         metrics = policy.update(select(data(policy.module.config.vocab_size), SHARDS[rank]))
         hook.remove()
-        results[strategy] = {"metrics": metrics, "forwards": len(forwards),
-                             "weights": policy.sharding.full_state_dict(policy.module)}
+        results[strategy] = {"metrics": metrics, "forwards": len(forwards), "weights": weights(policy)}
+        # then a mini-batch with no gradient on any rank: no backward anywhere, AdamW still steps (momentum),
+        # and the metrics come from a forward without gradients, which under fsdp2 is again a collective
+        flat = select(data(policy.module.config.vocab_size), SHARDS[rank])
+        flat = TrainBatch(flat.seqs, torch.zeros_like(flat.advantages), flat.rollout_log_probs, flat.old_log_probs,
+                          flat.ref_log_probs)
+        results[strategy]["flat_metrics"] = policy.update(flat)
+        results[strategy]["flat_weights"] = weights(policy)
     finish_rank(out, rank, results)
 
 
@@ -77,3 +88,22 @@ def test_a_rank_without_gradient_keeps_in_step_and_the_update_is_one_process_s(r
         for key, w in single.module.state_dict().items():
             if key in got["weights"]:
                 torch.testing.assert_close(got["weights"][key], w, atol=5e-5, rtol=0)
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_a_mini_batch_without_gradient_on_any_rank_still_steps_and_reports(ranks, random_model_dir, strategy):
+    single = _policy(random_model_dir, SINGLE, "ddp", 12, skip=False)
+    batch = select(data(single.module.config.vocab_size), torch.cat(SHARDS))
+    single.update(batch)
+    want = single.update(TrainBatch(batch.seqs, torch.zeros_like(batch.advantages), batch.rollout_log_probs,
+                                    batch.old_log_probs, batch.ref_log_probs))
+    for rank in ranks:
+        got = rank[strategy]
+        assert got["flat_metrics"]["actor/skipped_frac"] == 1.0 and got["flat_metrics"]["actor/grad_norm"] == 0.0
+        for key in ("actor/entropy", "actor/ppo_kl", "actor/pg_clipfrac", "training/rollout_probs_diff_max"):
+            assert got["flat_metrics"][key] == pytest.approx(want[key], rel=1e-4, abs=1e-7), key
+        moved = [k for k in got["weights"] if not torch.equal(got["weights"][k], got["flat_weights"][k])]
+        assert moved  # AdamW's momentum moved the weights though the gradient was zero
+        for key, w in single.module.state_dict().items():
+            if key in got["flat_weights"]:
+                torch.testing.assert_close(got["flat_weights"][key], w, atol=1e-4, rtol=0)
