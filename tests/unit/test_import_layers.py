@@ -31,3 +31,12 @@ def test_role_builders_and_the_ray_side_never_import_the_run_assembly():
 def test_the_run_assembly_builds_roles_through_the_builders():
     assert "hybridrl.workers.build" in imported_modules(PACKAGE / "trainer" / "build.py")
     assert "hybridrl.workers.build" in imported_modules(PACKAGE / "distributed" / "worker.py")
+
+
+def test_scorer_modules_register_into_the_leaf_registry_not_their_package():
+    """The package imports its scorer modules to fill SCORERS; a module importing the package back was a circle."""
+    scorers = PACKAGE / "rewards" / "scorers"
+    for path in sorted(scorers.glob("*.py")):
+        if path.name not in ("__init__.py", "registry.py"):
+            assert "hybridrl.rewards.scorers" not in imported_modules(path), path.name
+    assert imported_modules(scorers / "registry.py") == {"hybridrl.registry"}

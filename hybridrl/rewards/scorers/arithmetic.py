@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from hybridrl.rewards.scorers import SCORERS
+from hybridrl.rewards.scorers.registry import SCORERS
 
 INTEGER = re.compile(r"-?\d+")
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from hybridrl.rewards.scorers import SCORERS
+from hybridrl.rewards.scorers.registry import SCORERS
 
 TAIL_CHARS = 300
 STRICT = re.compile(r"#### (\-?[0-9\.\,]+)")

@@ -8,7 +8,7 @@ string matching. A response without a boxed answer scores 0.
 
 from __future__ import annotations
 
-from hybridrl.rewards.scorers import SCORERS
+from hybridrl.rewards.scorers.registry import SCORERS
 
 MATH_SOURCES = ("HuggingFaceH4/MATH-500", "DigitalLearningGmbH/MATH-lighteval", "math")
 
