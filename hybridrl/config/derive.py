@@ -19,6 +19,7 @@ import dataclasses
 import functools
 
 from hybridrl.config.plan import BatchPlan, make_batch_plan
+from hybridrl.config.roles import critic_batch_plan
 from hybridrl.config.schema import RLConfig
 
 FORWARD_CAP = 256  # most responses per no-gradient forward when the size is derived (the former default)
@@ -59,8 +60,6 @@ def derive_micro_batches(cfg: RLConfig, uses_critic: bool, uses_reference: bool)
             if used:
                 notes[key] = f"{key}={FORWARD_CAP} (at most {FORWARD_CAP} responses per forward)"
     if uses_critic and cfg.critic.ppo_micro_batch_size_per_gpu is None:
-        from hybridrl.config.validate import critic_batch_plan
-
         notes[CRITIC_MICRO] = critic_batch_plan(cfg).derived[0]
     from hybridrl.config.memory_fixes import fit_derived
 

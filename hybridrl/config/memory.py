@@ -54,6 +54,7 @@ from hybridrl.config.memory_phases import (
 )
 from hybridrl.config.memory_terms import BF16, FP32, ModelDims
 from hybridrl.config.plan import BatchPlan
+from hybridrl.config.roles import critic_batch_plan, needs_critic, needs_reference
 from hybridrl.config.schema import RLConfig
 from hybridrl.errors import ConfigError
 
@@ -280,7 +281,6 @@ def _vllm_engine(cfg: RLConfig, d: ModelDims) -> dict[str, int]:
 
 def _critic_parts(cfg: RLConfig, world: int) -> tuple[dict[str, int], list[Phase]]:
     """The critic's states and phases on a worker of a `world`-rank critic."""
-    from hybridrl.config.validate import critic_batch_plan
 
     c = cfg.critic
     d = value_model_dims(_dims(c.model.path or cfg.actor_rollout_ref.model.path, "critic.model.path"))
@@ -336,7 +336,6 @@ def _reference(cfg: RLConfig, d: ModelDims, rows: int, adapter) -> tuple[dict[st
 
 def _policy_parts(cfg: RLConfig, plan: BatchPlan) -> tuple[dict[str, int], tuple[Phase, ...]]:
     """Policy, reference, and (placed with them) critic and in-process reward model of one policy worker."""
-    from hybridrl.config.validate import needs_critic, needs_reference
 
     arr, world, (s, t) = cfg.actor_rollout_ref, plan.world_size, _lengths(cfg)
     d = _dims(arr.model.path, "actor_rollout_ref.model.path")
@@ -372,7 +371,6 @@ def _policy_parts(cfg: RLConfig, plan: BatchPlan) -> tuple[dict[str, int], tuple
 def _processes_per_node(cfg: RLConfig) -> int:
     """Processes sharing one node's RAM: a node's policy workers, the critic pool's share of the nodes
     (all of it when nnodes=1), a node of the reward-model pool, and the driver when it holds the reward model."""
-    from hybridrl.config.validate import needs_critic
 
     tr, rm = cfg.trainer, cfg.reward_model
     if tr.backend == "local":
@@ -408,7 +406,6 @@ def _runtime(device: str) -> dict[str, int]:
 
 def estimate_memory(cfg: RLConfig, plan: BatchPlan) -> MemoryReport:
     """Every pool's per-worker estimate (see the module doc); `plan` is the actor's batch plan."""
-    from hybridrl.config.validate import needs_critic
 
     tr, rm = cfg.trainer, cfg.reward_model
     procs = _processes_per_node(cfg)

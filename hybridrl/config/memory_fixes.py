@@ -14,6 +14,7 @@ from hybridrl.config.derive import actor_plan
 from hybridrl.config.levers import dtype_name
 from hybridrl.config.memory import SHARDED, Phase, PoolMemory, estimate_memory, fmt_bytes
 from hybridrl.config.plan import largest_divisor
+from hybridrl.config.roles import needs_critic, needs_reference
 from hybridrl.config.schema import RLConfig
 from hybridrl.errors import ConfigError
 
@@ -61,7 +62,6 @@ def lever_sets(cfg: RLConfig) -> list[dict[str, Any]]:
     checkpointing (one more forward of the layers; with the padded prompt sharing it needs packing, as HF's
     checkpointed layers drop the KV cache), packing (none), bf16 compute and reference weights (precision),
     token budgets (the budget ppo_max_token_len_per_gpu, which the knob search then cuts to what fits)."""
-    from hybridrl.config.validate import needs_critic, needs_reference
 
     arr = cfg.actor_rollout_ref
     m, a = arr.model, arr.actor
@@ -191,7 +191,6 @@ def _more_workers(cfg: RLConfig, pools: set[str]) -> Iterator[dict[str, Any]]:
     """Layouts with more workers, fewest first: world sizes that split a mini-batch evenly, replicas
     before FSDP2, the micro-batch cut to divide each worker's new share. Only the actor pool and a
     critic pool scale so: each reward-model worker holds the whole (inference-only) model."""
-    from hybridrl.config.validate import needs_critic
 
     arr, tr, c = cfg.actor_rollout_ref, cfg.trainer, cfg.critic
     if "actor" in pools:

@@ -19,7 +19,8 @@ from hybridrl.algos.reduce import LOSS_AGG_MODES
 from hybridrl.algos.rollout_correction import ROLLOUT_IS
 from hybridrl.config.derive import actor_plan, derive_micro_batches
 from hybridrl.config.levers import check_levers, resolve_backend
-from hybridrl.config.plan import MICRO_CAP, BatchPlan, make_batch_plan
+from hybridrl.config.plan import BatchPlan
+from hybridrl.config.roles import critic_batch_plan, critic_world_size, needs_critic, needs_reference  # noqa: F401
 from hybridrl.config.schema import CriticModelConfig, ModelConfig, RLConfig
 from hybridrl.errors import ConfigError, messages_of, raise_all
 from hybridrl.trainer.tracking import check_loggers
@@ -327,36 +328,6 @@ def _check_pools(cfg: RLConfig) -> None:
             raise ConfigError(f"reward_model.enable_resource_pool=true needs reward_model.n_gpus_per_node >= 1 and "
                               f"reward_model.nnodes >= 1 (got {rm.n_gpus_per_node} and {rm.nnodes}), e.g. "
                               "reward_model.n_gpus_per_node=1 reward_model.nnodes=1")
-
-
-def needs_reference(cfg: RLConfig) -> bool:
-    """A frozen reference model is built only for a KL term (in the loss or in the reward)."""
-    return cfg.actor_rollout_ref.actor.use_kl_loss or cfg.algorithm.use_kl_in_reward
-
-
-def needs_critic(cfg: RLConfig) -> bool:
-    """A critic is built only for estimators that use values (gae)."""
-    return bool(ADV_ESTIMATORS.entry(cfg.algorithm.adv_estimator).meta.get("needs_critic", False))
-
-
-def critic_world_size(cfg: RLConfig) -> int:
-    """The critic's data-parallel ranks: its own pool's (critic.n_workers), else one per policy worker."""
-    tr = cfg.trainer
-    return cfg.critic.n_workers if cfg.critic.n_workers is not None else tr.n_gpus_per_node * tr.nnodes
-
-
-def critic_batch_plan(cfg: RLConfig) -> BatchPlan:
-    """The critic's mini/micro-batches; each `critic.*` size left null follows the actor's, but the
-    micro-batch: a null one is the largest divisor of a critic worker's share up to the actor's size
-    (the actor's own when the shares are equal), noted in the plan's `derived`."""
-    actor, c = cfg.actor_rollout_ref.actor, cfg.critic
-    pick = lambda own, actors: actors if own is None else own  # noqa: E731
-    return make_batch_plan(cfg.data.train_batch_size, cfg.actor_rollout_ref.rollout.n,
-                           pick(c.ppo_mini_batch_size, actor.ppo_mini_batch_size), c.ppo_micro_batch_size_per_gpu,
-                           pick(c.ppo_epochs, actor.ppo_epochs), critic_world_size(cfg), role="critic",
-                           world_key="critic.n_workers" if c.n_workers is not None else
-                           "trainer.n_gpus_per_node * trainer.nnodes",
-                           micro_cap=actor.ppo_micro_batch_size_per_gpu or MICRO_CAP)
 
 
 def _check_kl_in_reward(cfg: RLConfig) -> None:

@@ -1,0 +1,39 @@
+"""Which roles a config builds and how the critic batches: pure functions of the config, below the
+checks (validate.py), the micro-batch derivation (derive.py) and the memory estimate (memory.py), which
+all read them; validate.py re-exports them for its callers."""
+
+from __future__ import annotations
+
+from hybridrl.algos.advantages import ADV_ESTIMATORS
+from hybridrl.config.plan import MICRO_CAP, BatchPlan, make_batch_plan
+from hybridrl.config.schema import RLConfig
+
+
+def needs_reference(cfg: RLConfig) -> bool:
+    """A frozen reference model is built only for a KL term (in the loss or in the reward)."""
+    return cfg.actor_rollout_ref.actor.use_kl_loss or cfg.algorithm.use_kl_in_reward
+
+
+def needs_critic(cfg: RLConfig) -> bool:
+    """A critic is built only for estimators that use values (gae)."""
+    return bool(ADV_ESTIMATORS.entry(cfg.algorithm.adv_estimator).meta.get("needs_critic", False))
+
+
+def critic_world_size(cfg: RLConfig) -> int:
+    """The critic's data-parallel ranks: its own pool's (critic.n_workers), else one per policy worker."""
+    tr = cfg.trainer
+    return cfg.critic.n_workers if cfg.critic.n_workers is not None else tr.n_gpus_per_node * tr.nnodes
+
+
+def critic_batch_plan(cfg: RLConfig) -> BatchPlan:
+    """The critic's mini/micro-batches; each `critic.*` size left null follows the actor's, but the
+    micro-batch: a null one is the largest divisor of a critic worker's share up to the actor's size
+    (the actor's own when the shares are equal), noted in the plan's `derived`."""
+    actor, c = cfg.actor_rollout_ref.actor, cfg.critic
+    pick = lambda own, actors: actors if own is None else own  # noqa: E731
+    return make_batch_plan(cfg.data.train_batch_size, cfg.actor_rollout_ref.rollout.n,
+                           pick(c.ppo_mini_batch_size, actor.ppo_mini_batch_size), c.ppo_micro_batch_size_per_gpu,
+                           pick(c.ppo_epochs, actor.ppo_epochs), critic_world_size(cfg), role="critic",
+                           world_key="critic.n_workers" if c.n_workers is not None else
+                           "trainer.n_gpus_per_node * trainer.nnodes",
+                           micro_cap=actor.ppo_micro_batch_size_per_gpu or MICRO_CAP)
