@@ -31,9 +31,9 @@ def why_not_exact(loss_mode: str, entropy_coeff: float, use_kl_loss: bool) -> Op
     """None when leaving zero-advantage responses out leaves the update unchanged; else the reason, naming
     the key, why those responses must stay in the update."""
     if entropy_coeff:
-        return "actor.entropy_coeff > 0: the entropy bonus has a gradient on every response"
+        return "actor_rollout_ref.actor.entropy_coeff > 0: the entropy bonus has a gradient on every response"
     if use_kl_loss:
-        return "actor.use_kl_loss=true: the KL loss has a gradient on every response"
+        return "actor_rollout_ref.actor.use_kl_loss=true: the KL loss has a gradient on every response"
     if not POLICY_LOSSES.entry(loss_mode).meta.get("zero_at_zero_advantage"):
-        return f"policy_loss.loss_mode={loss_mode} may have a gradient where the advantage is 0"
+        return f"actor_rollout_ref.actor.policy_loss.loss_mode={loss_mode} may have a gradient where the advantage is 0"
     return None
