@@ -55,11 +55,12 @@ class RunSummary:
         return f"done: {self.steps} steps (at step {self.last_step}), {acc}, wall {self.wall_s:.0f}s (cpu {self.cpu_s:.0f}s)"
 
 
-def old_log_probs_with_signal(policy, seqs, advantages: Tensor, rollout_log_probs: Tensor) -> Tensor:
-    """[N, T] π_old of the rows the update computes (a non-zero advantage somewhere); the rows it leaves out
-    (algos/zero_advantage.py) never reach the loss and keep the engine's log-probs, finite placeholders."""
-    rows = rows_with_signal(advantages, seqs.response_mask).nonzero()[:, 0]
-    if len(rows) == len(advantages):
+def old_log_probs_with_signal(policy, seqs, signal: Tensor, rollout_log_probs: Tensor) -> Tensor:
+    """[N, T] π_old of the rows the update computes (`signal`, bool [N]: a non-zero advantage somewhere); the
+    rows it leaves out (algos/zero_advantage.py) never reach the loss and keep the engine's log-probs, finite
+    placeholders."""
+    rows = signal.nonzero()[:, 0]
+    if len(rows) == len(signal):
         return policy.log_probs(seqs)
     out = rollout_log_probs.clone()
     if len(rows):
@@ -161,9 +162,11 @@ class RLTrainer:
                 r.kl_ctrl.update(kl, n_steps=len(mask))
             with timed(m, "adv"):  # pure function from the registry
                 adv = self.estimator.fn(AdvantageInputs(token_rewards, mask, rollout.uid, values, baselines), r.adv_params)
+            # the rows the update computes (None: all of them)
+            with_signal = rows_with_signal(adv.advantages, mask) if s.skip_zero_advantage else None
             if later:
                 with timed(m, "old_log_prob"):
-                    old_lp = old_log_probs_with_signal(r.policy, seqs, adv.advantages, rollout.rollout_log_probs)
+                    old_lp = old_log_probs_with_signal(r.policy, seqs, with_signal, rollout.rollout_log_probs)
             if r.critic is not None:
                 with timed(m, "update_critic"):
                     m.update(r.critic.update(CriticBatch(seqs, values, adv.returns)))
@@ -174,9 +177,8 @@ class RLTrainer:
         m.update(throughput_metrics(rollout, m["timing_s/step"], r.plan.world_size))
         m.update(timing_per_token_metrics(m, rollout))
         if "timing_s/update_actor" in m:
-            computed = rows_with_signal(adv.advantages, mask) if s.skip_zero_advantage else None
             m.update(actor_mfu(r.model_shape, rollout, r.plan.ppo_epochs, m["timing_s/update_actor"], r.plan.world_size,
-                               s.share_prompts, computed))
+                               s.share_prompts, with_signal))
         m.update(memory_metrics())
         if s.rollout_data_dir:  # every generation of the step, with its sequence advantage (mean over tokens)
             seq_adv = ((adv.advantages * mask).sum(-1) / mask.sum(-1).clamp(min=1)).tolist()

@@ -100,12 +100,11 @@ class UpdatingWorker(Generic[B]):
         if not batching.dynamic:
             micros = split(batch, batching.size)
         else:
-            seqs = seqs_of(batch)
-            rows = micro_batch_rows_of(seqs, batching, keep_groups) if num_rows(batch) else []
-            if self.sharding.lockstep_forwards and num_rows(batch):
-                rows = micro_batch_rows_of(seqs, batching, keep_groups, self.dp.max_over_ranks(len(rows)))
-            elif self.sharding.lockstep_forwards:
-                self.dp.max_over_ranks(0)  # the other ranks' collective
+            seqs, some = seqs_of(batch), num_rows(batch) > 0  # a rank's rows may all have been left out
+            rows = micro_batch_rows_of(seqs, batching, keep_groups) if some else []
+            if self.sharding.lockstep_forwards:  # a collective: every rank takes part, rows or not
+                count = self.dp.max_over_ranks(len(rows))
+                rows = micro_batch_rows_of(seqs, batching, keep_groups, count) if some else []
             micros = [select(batch, r) for r in rows]
         if filler is not None and self.sharding.lockstep_forwards:
             missing = self.dp.max_over_ranks(len(micros)) - len(micros)

@@ -160,10 +160,11 @@ def test_old_log_probs_are_computed_for_rows_with_a_gradient_only():
     b.seqs.input_ids[:, 0] = torch.arange(12)  # tag each row
     engine = torch.full(b.seqs.response_mask.shape, -2.0)
     policy = CountingPolicy()
-    out = old_log_probs_with_signal(policy, b.seqs, b.advantages, engine)
+    out = old_log_probs_with_signal(policy, b.seqs, rows_with_signal(b.advantages, b.seqs.response_mask), engine)
     assert policy.rows == [[0, 1, 2, 3, 8, 9, 10, 11]]
     assert (out[ZERO_GROUP] == -2.0).all() and (out[:4] == -1.0).all() and (out[8:] == -1.0).all()
     none = TrainBatch(b.seqs, torch.zeros_like(b.advantages), None, None, None)
     policy.rows.clear()
-    assert torch.equal(old_log_probs_with_signal(policy, none.seqs, none.advantages, engine), engine)
+    signal = rows_with_signal(none.advantages, none.seqs.response_mask)
+    assert torch.equal(old_log_probs_with_signal(policy, none.seqs, signal, engine), engine)
     assert policy.rows == []
