@@ -17,10 +17,10 @@ from hybridrl.algos.kl import KL_ESTIMATORS
 from hybridrl.algos.policy_losses import POLICY_LOSSES
 from hybridrl.algos.reduce import LOSS_AGG_MODES
 from hybridrl.algos.rollout_correction import ROLLOUT_IS
-from hybridrl.config.derive import actor_plan, derive_micro_batches
+from hybridrl.config.derive import derive_micro_batches
 from hybridrl.config.levers import check_levers, resolve_backend
 from hybridrl.config.plan import BatchPlan
-from hybridrl.config.roles import critic_batch_plan, critic_world_size, needs_critic, needs_reference  # noqa: F401
+from hybridrl.config.roles import actor_plan, critic_batch_plan, critic_world_size, needs_critic, needs_reference  # noqa: F401
 from hybridrl.config.schema import CriticModelConfig, ModelConfig, RLConfig
 from hybridrl.errors import ConfigError, messages_of, raise_all
 from hybridrl.trainer.tracking import check_loggers
@@ -82,7 +82,7 @@ def _check_multi_turn(cfg: RLConfig) -> None:
     if not mt.tool_config_path:
         raise ConfigError(f"{key}.enable=true needs {key}.tool_config_path (a YAML file listing the tools; "
                           "see examples/tool_calc/tools.yaml)")
-    from hybridrl.rollout.tools.base import load_tools
+    from hybridrl.rollout.tools.loading import load_tools
 
     load_tools(mt.tool_config_path)  # a bad file or class fails now, not at the first rollout
 

@@ -68,7 +68,8 @@ from hybridrl.rewards.pool import FunctionRef, ScoringPool
 from hybridrl.rollout.base import SamplingParams, generate_rollout
 from hybridrl.rollout.hf import HFRolloutEngine
 from hybridrl.rollout.multi_turn import MultiTurnEngine, MultiTurnSettings
-from hybridrl.rollout.tools.base import Tool, load_tools
+from hybridrl.rollout.tools.base import Tool
+from hybridrl.rollout.tools.loading import load_tools
 from hybridrl.trainer.metrics import multi_turn_metrics
 from hybridrl.trainer.validate import validate
 

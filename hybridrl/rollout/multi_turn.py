@@ -225,7 +225,7 @@ def with_tools(engine: RolloutEngine, tokenizer, multi_turn) -> RolloutEngine:
     actor_rollout_ref.rollout.multi_turn section), else `engine` itself."""
     if not multi_turn.enable:
         return engine
-    from hybridrl.rollout.tools.base import load_tools
+    from hybridrl.rollout.tools.loading import load_tools
 
     settings = MultiTurnSettings(multi_turn.max_assistant_turns, multi_turn.max_tool_response_length)
     return MultiTurnEngine(engine, tokenizer, load_tools(multi_turn.tool_config_path), settings)

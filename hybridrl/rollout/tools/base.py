@@ -15,17 +15,14 @@ model reads as the tool's response and a counted metric, never a crashed run.
 
 from __future__ import annotations
 
-import importlib
 import threading
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Optional
 
-from hybridrl.errors import ConfigError
 from hybridrl.registry import Registry
-from hybridrl.user_code import failure, import_file
+from hybridrl.user_code import failure
 
 
 class ToolError(Exception):
@@ -75,80 +72,6 @@ class CallResult:
 
 # every failure is one of these (metric names tool_errors/<kind>)
 ERROR_KINDS = ("malformed", "unknown_tool", "bad_arguments", "exception", "timeout")
-
-
-def _resolve_class(class_name: str) -> type:
-    """A built-in tool name, `pkg.module.Class`, or `path/to/file.py:Class`."""
-    import hybridrl.rollout.tools.builtin  # noqa: F401  (registers the built-ins)
-
-    if class_name in TOOLS:
-        return TOOLS.get(class_name)
-    what = f"tool class_name {class_name!r}"
-    if ":" in class_name:
-        path, attr = class_name.rsplit(":", 1)
-        if not Path(path).is_file():
-            raise ConfigError(f"{what}: no file {path}")
-        module = import_file(path, f"hybridrl_tool_{abs(hash(path))}", what)
-    elif "." in class_name:
-        path, attr = class_name.rsplit(".", 1)
-        try:
-            module = importlib.import_module(path)
-        except KeyboardInterrupt:
-            raise
-        except BaseException as e:  # not installed, or its import fails (a sys.exit too)
-            raise ConfigError(f"{what} failed to import: {failure(e)}") from None
-    else:
-        TOOLS.entry(class_name)  # raises, listing the built-in names
-    cls = getattr(module, attr, None)
-    if not (isinstance(cls, type) and issubclass(cls, Tool)):
-        found = "no" if cls is None else f"a {type(cls).__name__}, not a Tool subclass, as"
-        raise ConfigError(f"{what}: {path} has {found} {attr}")
-    return cls
-
-
-def load_tools(path: str) -> dict[str, Tool]:
-    """The tools of a tool config file, by function name."""
-    import yaml
-    from omegaconf import OmegaConf
-    from omegaconf.errors import OmegaConfBaseException
-
-    if not Path(path).is_file():
-        raise ConfigError(f"actor_rollout_ref.rollout.multi_turn.tool_config_path={path!r}: no such file")
-    try:
-        spec = OmegaConf.to_container(OmegaConf.load(path), resolve=True)
-    except yaml.YAMLError as e:  # the parser's message spans lines; the CLI prints one
-        raise ConfigError(f"{path}: not valid YAML ({' '.join(str(e).split())})") from None
-    except UnicodeDecodeError as e:
-        raise ConfigError(f"{path}: not UTF-8 text (byte {e.object[e.start]:#04x} at offset {e.start})") from None
-    except OmegaConfBaseException as e:  # e.g. a ${...} that cannot be resolved
-        raise ConfigError(f"{path}: {str(e.msg).splitlines()[0]}") from None
-    entries = spec.get("tools") if isinstance(spec, dict) else None
-    if not isinstance(entries, list) or not entries:
-        raise ConfigError(f"{path}: expected a non-empty `tools:` list (each with class_name, optional config, "
-                          "tool_schema)")
-    tools: dict[str, Tool] = {}
-    for i, entry in enumerate(entries):
-        if not isinstance(entry, dict) or "class_name" not in entry:
-            raise ConfigError(f"{path}: tools[{i}] needs a class_name")
-        cls = _resolve_class(str(entry["class_name"]))
-        if not isinstance(entry.get("config") or {}, dict):
-            raise ConfigError(f"{path}: tools[{i}] ({entry['class_name']}): config must be a mapping of keyword "
-                              "arguments")
-        try:
-            tool = cls(tool_schema=entry.get("tool_schema"), **(entry.get("config") or {}))
-        except TypeError as e:  # a config key the class does not take
-            raise ConfigError(f"{path}: tools[{i}] ({entry['class_name']}): bad config ({e})") from None
-        except KeyboardInterrupt:
-            raise
-        except BaseException as e:  # the user's constructor failed (or called sys.exit)
-            raise ConfigError(f"{path}: tools[{i}] ({entry['class_name']}) could not be built: {failure(e)}") from None
-        if not isinstance(tool.schema, dict) or not isinstance(tool.schema.get("function"), dict) \
-                or not tool.schema["function"].get("name"):
-            raise ConfigError(f"{path}: tools[{i}] ({entry['class_name']}) has no tool_schema.function.name")
-        if tool.name in tools:
-            raise ConfigError(f"{path}: two tools are called {tool.name!r}")
-        tools[tool.name] = tool
-    return tools
 
 
 def _call_one(tool: Tool, arguments: dict) -> CallResult:

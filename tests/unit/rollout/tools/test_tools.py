@@ -5,7 +5,8 @@ import time
 import pytest
 
 from hybridrl.errors import ConfigError
-from hybridrl.rollout.tools.base import Tool, ToolError, load_tools, run_calls
+from hybridrl.rollout.tools.base import Tool, ToolError, run_calls
+from hybridrl.rollout.tools.loading import load_tools
 from hybridrl.rollout.tools.calculator import Calculator, evaluate
 
 
