@@ -203,7 +203,7 @@ def _where_to_resume(e, run_dir: str) -> str:
 
 def cmd_plan(args) -> None:
     from hybridrl.config.levers import offload_note, zero_advantage_note
-    from hybridrl.config.memory import check_memory
+    from hybridrl.config.memory_fixes import check_memory
     from hybridrl.config.placement import describe_placement
     from hybridrl.config.validate import load_rl_config
 

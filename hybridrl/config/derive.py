@@ -18,8 +18,9 @@ from __future__ import annotations
 import dataclasses
 import functools
 
-from hybridrl.config.plan import BatchPlan, make_batch_plan
-from hybridrl.config.roles import critic_batch_plan
+from hybridrl.config.memory_fixes import fit_derived
+from hybridrl.config.plan import BatchPlan
+from hybridrl.config.roles import actor_plan, critic_batch_plan
 from hybridrl.config.schema import RLConfig
 
 FORWARD_CAP = 256  # most responses per no-gradient forward when the size is derived (the former default)
@@ -38,13 +39,6 @@ def _set(cfg: RLConfig, key: str, value) -> None:
     setattr(functools.reduce(getattr, path, cfg), last, value)
 
 
-def actor_plan(cfg: RLConfig) -> BatchPlan:
-    """The policy's batch plan from the config as it stands (its micro-batch size derived if null)."""
-    d, arr, tr = cfg.data, cfg.actor_rollout_ref, cfg.trainer
-    return make_batch_plan(d.train_batch_size, arr.rollout.n, arr.actor.ppo_mini_batch_size,
-                           arr.actor.ppo_micro_batch_size_per_gpu, arr.actor.ppo_epochs, tr.n_gpus_per_node * tr.nnodes)
-
-
 def derive_micro_batches(cfg: RLConfig, uses_critic: bool, uses_reference: bool) -> BatchPlan:
     """Fill in every null micro-batch size of `cfg` (in place, see the module doc) and return the
     policy's batch plan, whose `derived` notes name each derived value of a pass the run has, and why."""
@@ -61,8 +55,6 @@ def derive_micro_batches(cfg: RLConfig, uses_critic: bool, uses_reference: bool)
                 notes[key] = f"{key}={FORWARD_CAP} (at most {FORWARD_CAP} responses per forward)"
     if uses_critic and cfg.critic.ppo_micro_batch_size_per_gpu is None:
         notes[CRITIC_MICRO] = critic_batch_plan(cfg).derived[0]
-    from hybridrl.config.memory_fixes import fit_derived
-
     for key, value in fit_derived(cfg, set(notes)).items():  # a size the user set is left to check_memory
         _set(cfg, key, value)
         notes[key] = f"{key}={value} (lowered to fit the memory estimate; `hybridrl plan` shows it)"

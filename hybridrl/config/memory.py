@@ -435,15 +435,3 @@ class MemoryBudgetError(ConfigError):
     def __init__(self, message: str, fixes: list[dict[str, Any]]):
         super().__init__(message)
         self.fixes = fixes
-
-
-def check_memory(cfg: RLConfig, plan: BatchPlan) -> MemoryReport:
-    """The estimate, or MemoryBudgetError naming the pool, phase and keys, with settings that fit."""
-    report = estimate_memory(cfg, plan)
-    over = [p for p in report.pools if p.peak_bytes > p.budget]
-    if over:
-        from hybridrl.config.memory_fixes import propose_fixes, refusal
-
-        fixes = propose_fixes(cfg, over)
-        raise MemoryBudgetError(refusal(cfg, over, fixes), fixes)
-    return report

@@ -10,11 +10,10 @@ import functools
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from hybridrl.config.derive import actor_plan
 from hybridrl.config.levers import dtype_name
-from hybridrl.config.memory import SHARDED, Phase, PoolMemory, estimate_memory, fmt_bytes
-from hybridrl.config.plan import largest_divisor
-from hybridrl.config.roles import needs_critic, needs_reference
+from hybridrl.config.memory import SHARDED, MemoryBudgetError, MemoryReport, Phase, PoolMemory, estimate_memory, fmt_bytes
+from hybridrl.config.plan import BatchPlan, largest_divisor
+from hybridrl.config.roles import actor_plan, needs_critic, needs_reference
 from hybridrl.config.schema import RLConfig
 from hybridrl.errors import ConfigError
 
@@ -259,3 +258,13 @@ def refusal(cfg: RLConfig, over: list[PoolMemory], fixes: list[dict[str, Any]]) 
                "workers with more memory")
     return (f"{'; '.join(reasons)}{counted}; {fix}; or, if a worker has more memory than that, set "
             "trainer.memory_per_worker_gb to it in GiB (the estimate is approximate; `hybridrl plan` shows its parts)")
+
+
+def check_memory(cfg: RLConfig, plan: BatchPlan) -> MemoryReport:
+    """The estimate, or MemoryBudgetError naming the pool, phase and keys, with settings that fit."""
+    report = estimate_memory(cfg, plan)
+    over = [p for p in report.pools if p.peak_bytes > p.budget]
+    if over:
+        fixes = propose_fixes(cfg, over)
+        raise MemoryBudgetError(refusal(cfg, over, fixes), fixes)
+    return report

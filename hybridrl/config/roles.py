@@ -37,3 +37,10 @@ def critic_batch_plan(cfg: RLConfig) -> BatchPlan:
                            world_key="critic.n_workers" if c.n_workers is not None else
                            "trainer.n_gpus_per_node * trainer.nnodes",
                            micro_cap=actor.ppo_micro_batch_size_per_gpu or MICRO_CAP)
+
+
+def actor_plan(cfg: RLConfig) -> BatchPlan:
+    """The policy's batch plan from the config as it stands (its micro-batch size derived if null)."""
+    d, arr, tr = cfg.data, cfg.actor_rollout_ref, cfg.trainer
+    return make_batch_plan(d.train_batch_size, arr.rollout.n, arr.actor.ppo_mini_batch_size,
+                           arr.actor.ppo_micro_batch_size_per_gpu, arr.actor.ppo_epochs, tr.n_gpus_per_node * tr.nnodes)

@@ -11,7 +11,7 @@ from omegaconf import OmegaConf
 from hybridrl.algos.advantages import AdvantageParams
 from hybridrl.algos.kl_ctrl import KLController
 from hybridrl.config.levers import skips_zero_advantage
-from hybridrl.config.memory import check_memory
+from hybridrl.config.memory_fixes import check_memory
 from hybridrl.config.plan import BatchPlan, total_training_steps
 from hybridrl.config.schema import RLConfig
 from hybridrl.config.validate import (

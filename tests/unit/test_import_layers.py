@@ -50,3 +50,19 @@ def test_which_roles_a_config_builds_is_decided_below_the_checks():
                                                      "hybridrl.config.schema"}
     for name in ("derive.py", "memory.py", "memory_fixes.py"):
         assert "hybridrl.config.validate" not in imported_modules(config / name), name
+
+
+def test_the_memory_check_sits_above_the_estimate_and_the_derivation():
+    """memory.py estimates; memory_fixes.py checks the estimate and proposes fixes (check_memory) and fits derived
+    sizes; derive.py calls it. Neither the estimate nor the fixes import back the modules above them."""
+    config = PACKAGE / "config"
+    assert "hybridrl.config.memory_fixes" not in imported_modules(config / "memory.py")
+    assert "hybridrl.config.derive" not in imported_modules(config / "memory_fixes.py")
+
+
+def test_tool_classes_and_the_built_ins_never_import_the_config_loader():
+    """tools/loading.py reads the tool config and imports the built-ins to register them; base.py (the Tool
+    class and registry) and the built-in tools below it never import it or each other's importer."""
+    tools = PACKAGE / "rollout" / "tools"
+    for name in ("base.py", "calculator.py", "sandbox.py"):
+        assert not {"hybridrl.rollout.tools.loading", "hybridrl.rollout.tools"} & imported_modules(tools / name), name

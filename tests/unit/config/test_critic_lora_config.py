@@ -9,7 +9,8 @@ import re
 import pytest
 
 from hybridrl.config.loader import load_config
-from hybridrl.config.memory import check_memory, read_model_dims, value_model_dims
+from hybridrl.config.memory import read_model_dims, value_model_dims
+from hybridrl.config.memory_fixes import check_memory
 from hybridrl.config.schema import RLConfig
 from hybridrl.config.validate import validate_rl_config
 from hybridrl.errors import ConfigError

@@ -8,7 +8,8 @@ import re
 import pytest
 
 from hybridrl.config.loader import load_config
-from hybridrl.config.memory import MemoryBudgetError, check_memory, estimate_memory
+from hybridrl.config.memory import MemoryBudgetError, estimate_memory
+from hybridrl.config.memory_fixes import check_memory
 from hybridrl.config.plan import make_batch_plan
 from hybridrl.config.schema import RLConfig
 from hybridrl.config.sft import SFTConfig, validate_sft_config

@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from hybridrl.config.loader import load_config
-from hybridrl.config.memory import (GIB, RUNTIME_BYTES, MemoryBudgetError, MemoryReport, check_memory,
-                                    estimate_memory, read_model_dims)
+from hybridrl.config.memory import GIB, RUNTIME_BYTES, MemoryBudgetError, MemoryReport, estimate_memory, read_model_dims
+from hybridrl.config.memory_fixes import check_memory
 from hybridrl.config.schema import RLConfig
 from hybridrl.config.validate import validate_rl_config
 from hybridrl.errors import ConfigError

@@ -13,7 +13,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from hybridrl.config.loader import load_config
-from hybridrl.config.memory import GIB, MemoryBudgetError, check_memory, estimate_memory, read_model_dims
+from hybridrl.config.memory import GIB, MemoryBudgetError, estimate_memory, read_model_dims
+from hybridrl.config.memory_fixes import check_memory
 from hybridrl.config.memory_phases import validation_prompts
 from hybridrl.config.memory_terms import kv_cache_bytes
 from hybridrl.config.schema import RLConfig
