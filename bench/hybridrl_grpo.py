@@ -66,6 +66,11 @@ CATEGORIES = [  # (category, op-name fragments), first match wins: where a profi
 ]
 
 
+def phases(metrics: dict[str, float]) -> dict[str, float]:
+    """A step's `timing_s/*` metrics by phase name."""
+    return {k[len("timing_s/"):]: v for k, v in metrics.items() if k.startswith("timing_s/")}
+
+
 def category(op: str) -> str:
     name = op.split("::")[-1]
     return next((c for c, parts in CATEGORIES if any(p in name for p in parts)), "other elementwise ops")
@@ -84,12 +89,13 @@ def profile_step(trainer, step: int, path: str) -> None:
     ops = [(e.key, e.self_cpu_time_total / 1e6, e.count) for e in prof.key_averages() if e.key.startswith("aten::")]
     by_cat: dict[str, float] = {}
     for key, seconds, _ in ops:
-        by_cat[category(key)] = by_cat.get(category(key), 0.0) + seconds
+        kind = category(key)
+        by_cat[kind] = by_cat.get(kind, 0.0) + seconds
     in_ops = sum(seconds for _, seconds, _ in ops)
     top = sorted(ops, key=lambda o: -o[1])[:12]
     with open(path, "w") as f:
         json.dump({"wall_s": wall, "in_ops_s": in_ops, "categories": by_cat, "skipped_frac": m.get("actor/skipped_frac", 0.0),
-                   "phases": {k[len("timing_s/"):]: v for k, v in m.items() if k.startswith("timing_s/")},
+                   "phases": phases(m),
                    "top_ops": [{"op": k, "self_s": sec, "calls": n} for k, sec, n in top],
                    "threads": torch.get_num_threads()}, f, indent=1)
 
@@ -130,7 +136,7 @@ def main() -> None:
                     "train_tokens": int(m["perf/total_num_tokens"]), "peak_rss_gb": rss / 2**30,
                     "zero_std_share": m["critic/frac_zero_std_groups"], "skipped_frac": m.get("actor/skipped_frac", 0.0),
                     "score": m["critic/score/mean"], "is_weight_mean": m.get("rollout_corr/is_weight_mean"),
-                    "timing": {k[len("timing_s/"):]: v for k, v in m.items() if k.startswith("timing_s/")},
+                    "timing": phases(m),
                 }) + "\n")
                 out.flush()
             if a.profile:  # after the timed steps: the profiler's overhead never reaches their records
