@@ -20,6 +20,9 @@ import sys
 import tempfile
 import time
 
+# each row names its dtype: `auto` precision (config/precision_auto.py) is fp32 here unless a row sets bf16
+os.environ.setdefault("HYBRIDRL_AUTO_DTYPE", "fp32")
+
 CONFIGS = {"local": [], "ray (2 workers)": ["trainer.backend=ray", "trainer.n_gpus_per_node=2"],
            "ray (2 workers, fsdp2)": ["trainer.backend=ray", "trainer.n_gpus_per_node=2",
                                       "actor_rollout_ref.actor.strategy=fsdp2"]}

@@ -18,6 +18,9 @@ import statistics
 import sys
 import tempfile
 
+# each row names its dtype: `auto` precision (config/precision_auto.py) is fp32 here unless a row sets bf16
+os.environ.setdefault("HYBRIDRL_AUTO_DTYPE", "fp32")
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import speed  # noqa: E402

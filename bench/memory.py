@@ -30,6 +30,9 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+# each row names its dtype: `auto` precision (config/precision_auto.py) is fp32 here unless a row sets bf16
+os.environ.setdefault("HYBRIDRL_AUTO_DTYPE", "fp32")
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)

@@ -93,8 +93,10 @@ CONFIGS = [  # the first row is the reference of every "vs TRL" speed-up; TRL's 
                                                                                          f"{SKIP_KEY}=false"],
            workloads=FIXED),
     Config("hybridrl-share", "+ prompt-prefix sharing", "hybridrl", [f"{SKIP_KEY}=false"]),
-    Config("hybridrl-best", "+ skip zero-advantage responses = hybridrl's defaults (fp32)", "hybridrl"),
-    Config("hybridrl-bf16", "hybridrl's defaults + bf16 (compute, rollout; token TIS)", "hybridrl", bf16=True),
+    Config("hybridrl-best", "+ skip zero-advantage responses = hybridrl's defaults at fp32 (without fast bf16)",
+           "hybridrl"),
+    Config("hybridrl-bf16", "+ bf16 (compute, rollout; token TIS) = hybridrl's defaults with fast bf16", "hybridrl",
+           bf16=True),
     Config("hybridrl-vllm", "hybridrl defaults with the vLLM rollout (fp32; CPU-s omit its engine process)", "hybridrl",
            ["actor_rollout_ref.rollout.name=vllm"], needs="vllm", workloads=FIXED),
 ]

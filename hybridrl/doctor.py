@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass
 from importlib import metadata, util
 
 from hybridrl import __version__, progress
+from hybridrl.config.precision_auto import FAST_BF16_FLAGS
 from hybridrl.doctor_checks import Problem, find_problems
 
 GIB = 2 ** 30
@@ -260,7 +261,9 @@ def _machine_rows(facts: dict) -> list[tuple[str, str]]:
     missing = [f for f in CPU_FLAGS if f not in (cpu["flags"] or [])]
     flags = "unknown" if cpu["flags"] is None else f"{' '.join(cpu['flags']) or '-'} (missing: {' '.join(missing)})"
     quota = f", cgroup quota {cpu['cgroup_quota']:g}" if cpu["cgroup_quota"] else ""
-    rows = [("cpu", cpu["model"]), ("cpu flags", flags),
+    bf16 = any(f in FAST_BF16_FLAGS for f in cpu["flags"] or [])
+    auto = ("bf16 compute, bf16 rollout, token TIS" if bf16 else "fp32") + " (precision keys left `auto`, on the CPU)"
+    rows = [("cpu", cpu["model"]), ("cpu flags", flags), ("auto precision", auto),
             ("cores", f"{cpu['usable_cores']} usable of {cpu['logical_cores']} logical{quota}"),
             ("ram", f"{mem['total_gib']} GiB total, {mem['available_gib']} GiB available")]
     return rows + [(f"free disk {key}", f"{d['free_gib']} GiB in {d['path']}") for key, d in facts["disk"].items()]

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-FAST_BF16_FLAGS = ("avx512_bf16", "amx_bf16", "bf16")  # bf16: aarch64's BFMMLA
+from hybridrl.config.precision_auto import FAST_BF16_FLAGS
 TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 
 
@@ -109,13 +109,14 @@ def check_disk(facts: dict) -> list[Problem]:
 
 def check_bf16_cpu(facts: dict) -> list[Problem]:
     """bf16 on a CPU without bf16 instructions is emulated. A note, not a problem: doctor cannot see
-    whether a config asks for bf16, and the default dtypes are float32."""
+    whether a config asks for bf16, and the `auto` default dtypes resolve to float32 on such a CPU."""
     flags, t = facts["cpu"]["flags"], facts["torch"]
     if flags is None or t.get("cuda_available") or any(f in flags for f in FAST_BF16_FLAGS):
         return []
     return [Problem("note", "this CPU has no bf16 instructions (avx512_bf16, AMX): bf16 matmuls run ~100x slower "
                             "than float32 (measured on an AVX2-only EPYC: 1.3 vs 140-179 GFLOP/s)",
-                    "keep float32 (the default; e.g. actor_rollout_ref.rollout.dtype=float32)")]
+                    "keep float32 (the `auto` default resolves to it here: leave "
+                    "actor_rollout_ref.actor.fsdp_config.mixed_precision.param_dtype and rollout.dtype unset)")]
 
 
 def check_backend_imports(facts: dict) -> list[Problem]:

@@ -8,8 +8,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from hybridrl.data.arithmetic import write_dataset
-from hybridrl.models.tiny import build_model, build_tokenizer
+# `auto` precision resolves to fp32 in the tests whatever the CPU or GPU (config/precision_auto.py), so the suite
+# asserts the same tolerances on every machine kind; set before any config is made, and inherited by the runs
+# the tests start. The tests of `auto` itself (tests/unit/config/test_precision_auto.py) unset it.
+os.environ["HYBRIDRL_AUTO_DTYPE"] = "fp32"
+
+from hybridrl.data.arithmetic import write_dataset  # noqa: E402
+from hybridrl.models.tiny import build_model, build_tokenizer  # noqa: E402
 
 
 @pytest.fixture(scope="session")

@@ -58,4 +58,5 @@ def derive_micro_batches(cfg: RLConfig, uses_critic: bool, uses_reference: bool)
     for key, value in fit_derived(cfg, set(notes)).items():  # a size the user set is left to check_memory
         _set(cfg, key, value)
         notes[key] = f"{key}={value} (lowered to fit the memory estimate; `hybridrl plan` shows it)"
-    return dataclasses.replace(actor_plan(cfg), derived=tuple(notes.values()))
+    auto = tuple(getattr(cfg, "auto_notes", ()))  # the `auto` precision keys resolved (config/precision_auto.py)
+    return dataclasses.replace(actor_plan(cfg), derived=tuple(notes.values()) + auto)

@@ -134,7 +134,7 @@ def _check_precision(cfg: RLConfig) -> None:
     r = arr.rollout
     if r.name == "hf" and r.dtype not in ("float32", "bfloat16"):
         raise ConfigError(f"actor_rollout_ref.rollout.dtype={r.dtype!r} with the hf engine: use float32 or bfloat16 "
-                          "(float16 and auto are vLLM's)")
+                          "(float16 is vLLM's)")
 
 
 def ref_compute_dtype(cfg: RLConfig) -> str:

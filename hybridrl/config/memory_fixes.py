@@ -75,6 +75,8 @@ def lever_sets(cfg: RLConfig) -> list[dict[str, Any]]:
     bf16: dict[str, Any] = {}
     if dtype_name("", a.fsdp_config.mixed_precision.param_dtype) == "fp32":
         bf16[f"{ACTOR}.fsdp_config.mixed_precision.param_dtype"] = "bf16"
+        if arr.rollout.dtype == "float32":  # as estimated: rollout.dtype=auto would follow the actor to bf16
+            bf16["actor_rollout_ref.rollout.dtype"] = "float32"
     if needs_reference(cfg) and m.lora_rank == 0 and dtype_name("", arr.ref.fsdp_config.model_dtype) == "fp32":
         bf16["actor_rollout_ref.ref.fsdp_config.model_dtype"] = "bf16"
         bf16["actor_rollout_ref.ref.fsdp_config.mixed_precision.param_dtype"] = "bf16"

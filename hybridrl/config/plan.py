@@ -33,7 +33,7 @@ class BatchPlan:
     mini_batch_responses_per_worker: int
     micro_batch_responses_per_worker: int
     grad_accum_steps: int  # micro-batches per optimizer step on one worker
-    derived: tuple[str, ...] = ()  # `key=value (why)` of each micro-batch size derived because it was left null
+    derived: tuple[str, ...] = ()  # `key=value (why)` of each key derived: a micro-batch size left null, an auto dtype
 
     @property
     def optimizer_steps_per_step(self) -> int:
@@ -54,7 +54,7 @@ class BatchPlan:
             f"{self.grad_accum_steps} micro-batch(es) of {self.micro_batch_responses_per_worker}",
             "  old log-probs: " + ("taken from the update's first forward (on-policy)" if self.on_policy
                                    else "recomputed before the update"),
-            *(["  derived (keys left null):"] + [f"    {note}" for note in self.derived] if self.derived else []),
+            *(["  derived (keys left null or auto):"] + [f"    {note}" for note in self.derived] if self.derived else []),
         ])
 
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from hybridrl.config.precision_auto import resolve_auto_precision
+
 
 def doc(default: Any, text: str, *, ge: Any = None, gt: Any = None, le: Any = None, lt: Any = None,
         also: tuple = (), choices: Optional[tuple[str, ...]] = None, length: Optional[int] = None,
@@ -35,7 +37,7 @@ TRUNCATION_MODES = ("error", "left", "right")
 WARMUP_STYLES = ("constant", "cosine")
 STRATEGIES = ("ddp", "fsdp2", "fsdp")  # fsdp: verl's name, sharded here with FSDP2
 ROLLOUT_ENGINES = ("hf", "vllm")
-ROLLOUT_DTYPES = ("float32", "bfloat16", "float16", "auto")  # float16 and auto: vllm only (config/levers.py)
+ROLLOUT_DTYPES = ("float32", "bfloat16", "float16", "auto")  # float16: vllm only (config/levers.py); auto: config/precision_auto.py
 KL_CTRL_TYPES = ("fixed", "adaptive")
 FILTER_METRICS = ("acc", "score", "seq_reward")
 ON_ERROR = ("raise", "zero")
@@ -98,8 +100,10 @@ class ModelConfig:
 class MixedPrecisionConfig:
     """verl's fsdp_config.mixed_precision: the dtypes of compute and of gradient reduction (models/precision.py)."""
 
-    param_dtype: str = doc("fp32", "compute dtype of forwards and backwards: fp32 | bf16 (bf16 autocast over fp32 "
-                                   "master weights; on a CPU fast only with AVX512-BF16 or AMX, see hybridrl doctor)")
+    param_dtype: str = doc("auto", "compute dtype of forwards and backwards: fp32 | bf16 (bf16 autocast over fp32 "
+                                   "master weights; on a CPU fast only with AVX512-BF16 or AMX, see hybridrl doctor) "
+                                   "| auto: bf16 where the hardware has fast bf16, else fp32 "
+                                   "(config/precision_auto.py)")
     reduce_dtype: str = doc("fp32", "dtype gradients are summed in across data-parallel workers: fp32 | bf16")
     buffer_dtype: str = doc("fp32", "dtype of the model's buffers (rotary frequencies): fp32 (the only value: bf16 "
                                     "positions lose precision)")
@@ -253,8 +257,9 @@ class RolloutConfig:
     max_num_seqs: int = doc(1024, "most responses one worker generates at once (bounds the KV cache); more are "
                                   "generated in chunks with the same samples", ge=1)
     val_kwargs: ValKwargs = field(default_factory=ValKwargs)
-    dtype: str = doc("float32", "dtype of generation: float32 (the rollout log-probs are the trainer's) | bfloat16 "
-                                "(faster where bf16 is; see algorithm.rollout_correction) | vllm also float16, auto",
+    dtype: str = doc("auto", "dtype of generation: float32 (the rollout log-probs are the trainer's) | bfloat16 "
+                             "(faster where bf16 is; see algorithm.rollout_correction) | vllm also float16 | auto: "
+                             "the actor's compute dtype (mixed_precision.param_dtype)",
                      choices=ROLLOUT_DTYPES)
     enforce_eager: bool = doc(True, "vllm: no CUDA graphs / compilation (faster start-up, same samples)")
     gpu_memory_utilization: float = doc(0.5, "vllm on GPU: the share of GPU memory for vLLM's weights and KV cache",
@@ -369,9 +374,10 @@ class AlgorithmConfig:
 
 @dataclass
 class RolloutCorrectionConfig:
-    rollout_is: Optional[str] = doc(None, "importance-weight the policy loss by pi_old / pi_rollout, truncated at "
-                                          "rollout_is_threshold, for the engine/trainer mismatch (e.g. bf16 vLLM): "
-                                          "token | sequence (null: off)")
+    rollout_is: Optional[str] = doc("auto", "importance-weight the policy loss by pi_old / pi_rollout, truncated at "
+                                            "rollout_is_threshold, for the engine/trainer mismatch (e.g. bf16 vLLM): "
+                                            "token | sequence | null: off | auto: token when rollout.dtype is below "
+                                            "float32, else off")
     rollout_is_threshold: float = doc(2.0, "upper bound of the rollout importance weights",
                                       gt=1, hint="(weights are capped there; verl uses 2.0)")
 
@@ -489,3 +495,7 @@ class RLConfig:
     algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
     ray_kwargs: RayKwargsConfig = field(default_factory=RayKwargsConfig)
+
+    def __post_init__(self) -> None:
+        # `auto` precision keys -> concrete values for this machine, before anything reads them
+        self.auto_notes = resolve_auto_precision(self)  # `key=value (auto: why)` lines for `hybridrl plan`

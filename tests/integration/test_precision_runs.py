@@ -39,3 +39,17 @@ def test_ppo_with_kl_in_bf16_with_checkpointing_trains_every_parameter_in_fp32(a
         assert "critic/vf_loss" in record and "actor/kl_loss" in record
         # bf16 samples, bf16 trainer log-probs: close, not equal (fp32 runs agree within 1e-4)
         assert 1e-4 < record["training/rollout_probs_diff_max"] < 0.5
+
+
+def test_auto_precision_on_a_fast_bf16_machine_trains_in_bf16_with_token_tis(arith_data, tmp_path, monkeypatch):
+    """The default keys alone, with `auto` resolving as on a CPU with AVX512-BF16: the run computes in bf16 over
+    fp32 masters, generates in bf16 and corrects the gap with token TIS (its metrics appear)."""
+    monkeypatch.setenv("HYBRIDRL_AUTO_DTYPE", "bf16")
+    run, before, _, records = run_training(base_overrides(arith_data, tmp_path) + [
+        "actor_rollout_ref.actor.optim.lr=1e-3"])
+    assert run.policy.settings.rollout_is == "token"
+    assert {p.dtype for p in run.policy.module.parameters()} == {torch.float32}
+    assert any(not torch.equal(p, before[n]) for n, p in run.policy.module.named_parameters())
+    for record in records[1:]:
+        assert 1e-4 < record["training/rollout_probs_diff_max"] < 0.5  # a bf16 engine: close, not equal
+        assert "rollout_corr/is_weight_mean" in record and math.isfinite(record["rollout_corr/is_weight_mean"])

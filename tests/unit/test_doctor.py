@@ -159,7 +159,8 @@ def test_bf16_cpu_note(flags, cuda, noted):
     if noted:
         (p,) = problems
         assert p.level == "note" and "bf16 matmuls run ~100x slower than float32" in p.message
-        assert p.fix == "keep float32 (the default; e.g. actor_rollout_ref.rollout.dtype=float32)"
+        assert p.fix == ("keep float32 (the `auto` default resolves to it here: leave "
+                         "actor_rollout_ref.actor.fsdp_config.mixed_precision.param_dtype and rollout.dtype unset)")
 
 
 def test_report_renders_sections_problems_and_summary():
@@ -171,9 +172,12 @@ def test_report_renders_sections_problems_and_summary():
         assert section in text
     assert "vllm             failed (ImportError: libfoo.so), for actor_rollout_ref.rollout.name=vllm" in text
     assert "peft             not installed" in text and "avx2 (missing: avx512f avx512_bf16" in text
+    assert "auto precision   fp32 (precision keys left `auto`, on the CPU)" in text  # AVX2 only
     assert "  [warn] only 2.0 GiB of RAM available" in text and "\n         fix: close other programs" in text
     assert "  [warn] vllm is installed but its import fails (ImportError: libfoo.so)" in text
     assert text.endswith("problems: 2 (errors: 0, warnings: 2), notes: 1")
+    bf16 = render(with_(), [])  # a Xeon with AVX512-BF16 and AMX
+    assert "auto precision   bf16 compute, bf16 rollout, token TIS (precision keys left `auto`, on the CPU)" in bf16
 
 
 def test_json_output_parses_with_facts_and_problems(capsys):

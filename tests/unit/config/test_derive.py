@@ -17,6 +17,8 @@ from hybridrl.config.validate import critic_batch_plan, validate_rl_config
 from hybridrl.errors import ConfigError
 
 A = "actor_rollout_ref.actor."
+# listed after the sizes: the auto precision keys (pinned to fp32 in the tests; tests/conftest.py)
+AUTO = ["actor_rollout_ref.actor.fsdp_config.mixed_precision.param_dtype", "actor_rollout_ref.rollout.dtype"]
 
 
 def validated(*overrides: str) -> tuple[RLConfig, object]:
@@ -68,10 +70,10 @@ def test_forward_passes_take_up_to_256_and_only_used_passes_are_listed():
     listed = [note.split("=")[0] for note in plan.derived]
     assert listed == [f"{A}ppo_micro_batch_size_per_gpu", "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu",
                       "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu", "critic.forward_micro_batch_size_per_gpu",
-                      "critic.ppo_micro_batch_size_per_gpu"]
+                      "critic.ppo_micro_batch_size_per_gpu", *AUTO]
     _, grpo = validated()
     assert [note.split("=")[0] for note in grpo.derived] == [
-        f"{A}ppo_micro_batch_size_per_gpu", "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu"]
+        f"{A}ppo_micro_batch_size_per_gpu", "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu", *AUTO]
 
 
 def test_critic_micro_batch_follows_the_actors_but_divides_its_own_share():
@@ -126,7 +128,7 @@ def test_plan_describe_lists_the_derived_values():
     _, plan = validated("data.train_batch_size=1", f"{A}ppo_mini_batch_size=1")
     text = plan.describe()
     assert "  per worker (1): 8 responses per mini-batch = 1 micro-batch(es) of 8\n" in text
-    assert ("  derived (keys left null):\n    actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=8 (the largest "
+    assert ("  derived (keys left null or auto):\n    actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=8 (the largest "
             "divisor of a worker's 8 mini-batch responses up to 128)\n") in text
 
 

@@ -24,7 +24,10 @@ def test_default_config_passes_and_is_on_policy():
     derived = ("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=128 (the largest divisor of a worker's 256 "
                "mini-batch responses up to 128)",
                # no reference (no KL term) and no critic (grpo): only the policy's log-prob pass is listed
-               "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=256 (at most 256 responses per forward)")
+               "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=256 (at most 256 responses per forward)",
+               # the auto precision keys, pinned to fp32 in the tests (tests/conftest.py)
+               "actor_rollout_ref.actor.fsdp_config.mixed_precision.param_dtype=fp32 (auto: HYBRIDRL_AUTO_DTYPE=fp32)",
+               "actor_rollout_ref.rollout.dtype=float32 (auto: the actor's compute dtype)")
     assert plan == BatchPlan(world_size=1, prompts_per_step=32, n=8, responses_per_step=256,
                              mini_batch_responses=256, mini_batches_per_epoch=1, ppo_epochs=1,
                              mini_batch_responses_per_worker=256, micro_batch_responses_per_worker=128,
