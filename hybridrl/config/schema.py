@@ -380,6 +380,13 @@ class RolloutCorrectionConfig:
                                             "float32, else off")
     rollout_is_threshold: float = doc(2.0, "upper bound of the rollout importance weights",
                                       gt=1, hint="(weights are capped there; verl uses 2.0)")
+    rollout_rs: Optional[str] = doc(None, "leave out of the loss (and its normaliser) what pi_old / pi_rollout puts "
+                                          "outside [rollout_rs_threshold_lower, rollout_rs_threshold]: token | "
+                                          "sequence (the product) | geometric (the per-token geometric mean) | null: off")
+    rollout_rs_threshold: Optional[float] = doc(None, "upper end of the rejection band (null: rollout_is_threshold; "
+                                                      "geometric wants ~1.001)", gt=1)
+    rollout_rs_threshold_lower: Optional[float] = doc(None, "lower end of the rejection band (null: 1 / "
+                                                            "rollout_rs_threshold)", gt=0, lt=1)
 
 
 @dataclass

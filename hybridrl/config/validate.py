@@ -16,7 +16,7 @@ from hybridrl.algos.advantages import ADV_ESTIMATORS
 from hybridrl.algos.kl import KL_ESTIMATORS
 from hybridrl.algos.policy_losses import POLICY_LOSSES
 from hybridrl.algos.reduce import LOSS_AGG_MODES
-from hybridrl.algos.rollout_correction import ROLLOUT_IS
+from hybridrl.algos.rollout_correction import ROLLOUT_IS, ROLLOUT_RS
 from hybridrl.config.derive import derive_micro_batches
 from hybridrl.config.levers import check_levers, resolve_backend
 from hybridrl.config.plan import BatchPlan
@@ -291,6 +291,8 @@ def _check_vllm(cfg: RLConfig) -> None:
     rollout, rc = cfg.actor_rollout_ref.rollout, cfg.algorithm.rollout_correction
     if rc.rollout_is is not None:
         ROLLOUT_IS.entry(rc.rollout_is)
+    if rc.rollout_rs is not None:
+        ROLLOUT_RS.entry(rc.rollout_rs)
     if rollout.name != "vllm":
         return
     if cfg.trainer.backend == "ray":

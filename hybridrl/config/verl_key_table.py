@@ -393,10 +393,6 @@ _REWARD = [
 ]
 
 _ALGORITHM = [
-    _k(("algorithm.rollout_correction.rollout_rs", "algorithm.rollout_correction.rollout_rs_threshold"),
-       "rejects tokens or sequences whose trainer/rollout probability ratio is out of bounds",
-       "hybridrl corrects the mismatch by truncated importance weights only",
-       "use algorithm.rollout_correction.rollout_is (token or sequence)", (None,)),
     _k("algorithm.rollout_correction.bypass_mode", "takes the rollout log-probs as pi_old and skips the "
        "old-log-prob pass", "hybridrl skips that pass only when it is provably on-policy (one mini-batch, one "
        "epoch), and computes pi_old otherwise", "remove the key", (False,)),

@@ -10,6 +10,7 @@ from omegaconf import OmegaConf
 
 from hybridrl.algos.advantages import AdvantageParams
 from hybridrl.algos.kl_ctrl import KLController
+from hybridrl.algos.rollout_correction import RejectionBand
 from hybridrl.config.levers import skips_zero_advantage
 from hybridrl.config.memory_fixes import check_memory
 from hybridrl.config.plan import BatchPlan, total_training_steps
@@ -67,6 +68,7 @@ class LoopSettings:
     validation_data_dir: Optional[str] = None  # ... every validation generation
     share_prompts: bool = False  # model.share_prompt_prefix: each group's prompt runs once (for perf/mfu/actor)
     skip_zero_advantage: bool = False  # actor.skip_zero_advantage where exact: π_old only of rows with a gradient
+    rollout_rs: Optional[RejectionBand] = None  # rollout_correction.rollout_rs: mask what π_old/π_rollout rejects
 
 
 @dataclass(frozen=True)
@@ -215,6 +217,16 @@ def _build_run(cfg: RLConfig, plan: BatchPlan, log) -> RLRun:
         raise
 
 
+def rejection_band(cfg: RLConfig) -> Optional[RejectionBand]:
+    """verl's defaults: the upper end is rollout_is_threshold unless set, the lower end its reciprocal."""
+    rc = cfg.algorithm.rollout_correction
+    if rc.rollout_rs is None:
+        return None
+    upper = rc.rollout_is_threshold if rc.rollout_rs_threshold is None else rc.rollout_rs_threshold
+    return RejectionBand(rc.rollout_rs, upper, 1.0 / upper if rc.rollout_rs_threshold_lower is None
+                         else rc.rollout_rs_threshold_lower)
+
+
 def _assemble(cfg: RLConfig, plan: BatchPlan, total: int, tokenizer, train_data: RLDataset,
               val_data: Optional[RLDataset], resume: Optional[ResumePoint], policy, reference, critic, workers,
               reward: RewardManager) -> RLRun:
@@ -227,7 +239,7 @@ def _assemble(cfg: RLConfig, plan: BatchPlan, total: int, tokenizer, train_data:
                           tr.critic_warmup, alg.kl_penalty,
                           GroupFilter(fg.metric, fg.max_num_gen_batches) if fg.enable else None,
                           tr.log_val_generations, tr.rollout_data_dir, tr.validation_data_dir,
-                          arr.model.share_prompt_prefix, skips_zero_advantage(cfg)),
+                          arr.model.share_prompt_prefix, skips_zero_advantage(cfg), rejection_band(cfg)),
         plan=plan, total_steps=total, pad_id=tokenizer.pad_token_id, train_data=train_data, val_data=val_data,
         sampler=PromptSampler(len(train_data), prompts_per_round, d.seed, d.shuffle),
         policy=policy, reference=reference, critic=critic, workers=workers, model_shape=policy.model_shape(),

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import time
 from dataclasses import dataclass
@@ -13,6 +14,7 @@ from torch import Tensor
 from hybridrl import progress
 from hybridrl.algos.advantages import ADV_ESTIMATORS, AdvantageInputs
 from hybridrl.algos.kl_ctrl import apply_kl_penalty
+from hybridrl.algos.rollout_correction import rejection_metrics, rollout_rs_keep
 from hybridrl.algos.zero_advantage import rows_with_signal
 from hybridrl.batch import TrainBatch, select
 from hybridrl.interrupt import StoppedEarly, failing_after, graceful
@@ -139,10 +141,10 @@ class RLTrainer:
             rollout, reward = collect_rollout(r, s.n, r.plan.prompts_per_step, s.group_filter, m)
             seqs, mask = rollout.sequences(), rollout.response_mask
             old_lp = ref_lp = values = baselines = None
-            needs_old = not r.plan.on_policy or r.kl_ctrl is not None
+            needs_old = not r.plan.on_policy or r.kl_ctrl is not None or s.rollout_rs is not None
             # π_old, frozen before any update; left until the advantages are known when only the rows with a
-            # gradient need it (the in-reward KL needs every row's, and shapes the advantages)
-            later = needs_old and s.skip_zero_advantage and r.kl_ctrl is None
+            # gradient need it (the in-reward KL and the rejection band, which sets the normaliser, need every row's)
+            later = needs_old and s.skip_zero_advantage and r.kl_ctrl is None and s.rollout_rs is None
             if needs_old and not later:
                 with timed(m, "old_log_prob"):
                     old_lp = r.policy.log_probs(seqs)
@@ -167,6 +169,10 @@ class RLTrainer:
             if later:
                 with timed(m, "old_log_prob"):
                     old_lp = old_log_probs_with_signal(r.policy, seqs, with_signal, rollout.rollout_log_probs)
+            if s.rollout_rs is not None:  # rejected tokens leave the loss and its normaliser, as padding would
+                keep = rollout_rs_keep(old_lp, rollout.rollout_log_probs, mask, s.rollout_rs)
+                m.update(rejection_metrics(mask, keep))
+                seqs = dataclasses.replace(seqs, response_mask=keep)
             if r.critic is not None:
                 with timed(m, "update_critic"):
                     m.update(r.critic.update(CriticBatch(seqs, values, adv.returns)))

@@ -53,3 +53,34 @@ def test_auto_precision_on_a_fast_bf16_machine_trains_in_bf16_with_token_tis(ari
     for record in records[1:]:
         assert 1e-4 < record["training/rollout_probs_diff_max"] < 0.5  # a bf16 engine: close, not equal
         assert "rollout_corr/is_weight_mean" in record and math.isfinite(record["rollout_corr/is_weight_mean"])
+
+
+RS = "algorithm.rollout_correction.rollout_rs"
+
+
+def test_rollout_rejection_masks_what_a_bf16_engine_puts_outside_the_band(arith_data, tmp_path, monkeypatch):
+    monkeypatch.setenv("HYBRIDRL_AUTO_DTYPE", "bf16")  # a bf16 engine: ratios pi_old / pi_rollout spread around 1
+    base = base_overrides(arith_data, tmp_path) + ["actor_rollout_ref.actor.optim.lr=1e-3"]
+    _, _, _, loose = run_training(base + [f"{RS}=token", "algorithm.rollout_correction.rollout_rs_threshold=1.01"])
+    for record in loose[1:]:
+        assert 0 < record["rollout_corr/rs_rejected_token_frac"] < 1
+        assert math.isfinite(record["actor/pg_loss"])
+    # a band 1e-6 wide around 1 on the whole response's ratio: responses go whole, and only ratios of exactly 1
+    # (every token's probability equal in both, e.g. near-certain tokens) pass
+    _, _, _, tight = run_training(base + [f"{RS}=sequence", "algorithm.rollout_correction.rollout_rs_threshold=1.000001",
+                                          f"trainer.default_local_dir={tmp_path / 'tight'}"])
+    for a, b in zip(loose[1:], tight[1:]):
+        assert b["rollout_corr/rs_rejected_seq_frac"] > 0.5
+        assert b["rollout_corr/rs_rejected_token_frac"] > a["rollout_corr/rs_rejected_token_frac"]
+
+
+def test_rollout_rejection_that_rejects_nothing_trains_like_the_run_without_it(arith_data, tmp_path):
+    """fp32 engine: ratios within 1e-5 of 1, so a band of [0.5, 2] keeps every token; the run then differs from the
+    one without rejection only in pi_old, recomputed instead of taken from the update's first forward."""
+    base = base_overrides(arith_data, tmp_path) + ["actor_rollout_ref.actor.optim.lr=1e-3"]
+    _, _, _, plain = run_training(base)
+    _, _, _, rs = run_training(base + [f"{RS}=token", f"trainer.default_local_dir={tmp_path / 'rs'}"])
+    for a, b in zip(plain[1:], rs[1:]):
+        assert b["rollout_corr/rs_rejected_token_frac"] == 0.0
+        for key in ("actor/pg_loss", "actor/entropy", "critic/score/mean", "response_length/mean"):
+            assert b[key] == pytest.approx(a[key], rel=1e-4, abs=1e-6), key
