@@ -111,8 +111,8 @@ def _add_model_command(sub) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from hybridrl.config.schema import RLConfig
     from hybridrl.config.rm import RMConfig
+    from hybridrl.config.schema import RLConfig
     from hybridrl.config.sft import SFTConfig
 
     parser = argparse.ArgumentParser(prog="hybridrl", description="RL post-training for LLMs (GRPO, PPO, ...).")

@@ -19,7 +19,11 @@ from hybridrl import progress
 from hybridrl.algos.bradley_terry import PairStats, pair_stats
 from hybridrl.config.plan import total_training_steps
 from hybridrl.config.rm import RMConfig, validate_rm_config
-from hybridrl.data.preference import PreferenceBatch, PreferenceColumns, PreferenceDataset
+from hybridrl.data.preference import (
+    PreferenceBatch,
+    PreferenceColumns,
+    PreferenceDataset,
+)
 from hybridrl.data.sampler import PromptSampler
 from hybridrl.errors import ConfigError
 from hybridrl.interrupt import StoppedEarly, graceful
@@ -32,7 +36,11 @@ from hybridrl.models.loading import (
 )
 from hybridrl.trainer.checkpoint import ResumePoint, check_output_dir, find_resume_point
 from hybridrl.trainer.optim import build_optimizer, warmup_steps_of
-from hybridrl.trainer.rm_checkpoint import check_same_config, restore_rm_checkpoint, save_rm_checkpoint
+from hybridrl.trainer.rm_checkpoint import (
+    check_same_config,
+    restore_rm_checkpoint,
+    save_rm_checkpoint,
+)
 from hybridrl.trainer.runlock import RunLock
 from hybridrl.trainer.sft import save_final
 from hybridrl.trainer.tracking import Tracker
