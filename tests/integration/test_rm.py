@@ -162,3 +162,36 @@ def test_the_output_is_a_reward_model_the_rl_trainer_runs_with(random_model_dir,
     scores = [r["critic/score/mean"] for r in rows if "critic/score/mean" in r]
     # rule scores of arithmetic are 0 or 1 per response; the reward model's are unbounded reals
     assert len(scores) == 2 and all(math.isfinite(s) for s in scores) and any(s not in (0.0, 1.0) for s in scores)
+
+
+def test_sigkill_then_the_same_command_resumes_to_the_uninterrupted_run(random_model_dir, pairs, tmp_path):
+    """The real thing, through the CLI: SIGKILL at a random moment after the first checkpoint (mid-step,
+    mid-save or mid-validation), then the same command again."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from hybridrl.trainer.checkpoint import LATEST
+
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}  # the same thread count in every process: the same float sums
+    cmd = lambda d: [sys.executable, "-m", "hybridrl", "rm", *rm_args(random_model_dir, pairs, d, 12,  # noqa: E731
+                                                                      "trainer.save_freq=2", "trainer.test_freq=3")]
+    straight, killed = tmp_path / "straight", tmp_path / "killed"
+    subprocess.run(cmd(straight), check=True, capture_output=True, env=env, timeout=300)
+    seed = random.randrange(10**6)
+    proc = subprocess.Popen(cmd(killed), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    deadline = time.time() + 120
+    while not (killed / LATEST).exists():
+        assert proc.poll() is None and time.time() < deadline, "the run ended before its first checkpoint"
+        time.sleep(0.02)
+    time.sleep(random.Random(seed).uniform(0.0, 1.0))
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    resumed = subprocess.run(cmd(killed), capture_output=True, text=True, env=env, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "resumed from step" in resumed.stdout + resumed.stderr or "already finished" in resumed.stdout + resumed.stderr
+    assert metrics(killed) == metrics(straight), f"seed {seed}"
+    a, b = load_file(str(straight / "model.safetensors")), load_file(str(killed / "model.safetensors"))
+    assert all(torch.equal(a[k], b[k]) for k in a), f"seed {seed}"
