@@ -195,3 +195,37 @@ def test_sigkill_then_the_same_command_resumes_to_the_uninterrupted_run(random_m
     assert metrics(killed) == metrics(straight), f"seed {seed}"
     a, b = load_file(str(straight / "model.safetensors")), load_file(str(killed / "model.safetensors"))
     assert all(torch.equal(a[k], b[k]) for k in a), f"seed {seed}"
+
+
+def test_sigterm_saves_a_checkpoint_that_scores_and_resumes(random_model_dir, pairs, tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    run = tmp_path / "rm"
+    cmd = lambda steps: [sys.executable, "-m", "hybridrl", "rm", *rm_args(random_model_dir, pairs, run, steps)]  # noqa: E731
+    proc = subprocess.Popen(cmd(1000), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    deadline = time.time() + 120
+    while not (run / "metrics.jsonl").exists() or len(open(run / "metrics.jsonl").readlines()) < 2:
+        assert proc.poll() is None and time.time() < deadline, proc.communicate()[1]
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)  # a scheduler's stop: the step in progress ends, then a checkpoint
+    out, err = proc.communicate(timeout=120)
+    step = json.loads(open(run / "metrics.jsonl").readlines()[-1])["step"]
+    assert proc.returncode == 130 and "Traceback" not in out + err, err
+    assert f"interrupted at step {step} (SIGTERM); checkpoint saved in {run}/global_step_{step}" in err
+    load_reward_model(str(run / f"global_step_{step}"))  # the checkpoint is itself a reward-model folder
+    resumed = subprocess.run(cmd(step + 2), capture_output=True, text=True, env=env, timeout=120)
+    assert resumed.returncode == 0 and f"resumed from step {step}" in resumed.stdout + resumed.stderr, resumed.stderr
+    assert [r["step"] for r in metrics(run)] == list(range(1, step + 3))
+
+
+def test_max_length_beyond_the_models_positions_is_refused(random_model_dir, pairs, tmp_path):
+    from hybridrl.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"data.max_length=100000 exceeds the model's max_position_embeddings="):
+        run_rm(load_config(RMConfig, None, rm_args(random_model_dir, pairs, tmp_path / "rm", 1,
+                                                   "data.max_length=100000")), log=lambda *_: None)
