@@ -1,4 +1,4 @@
-"""`hybridrl` command line: train (RL), sft, plan, data, model, export, algos, plot, compare, eval, doctor.
+"""`hybridrl` command line: train (RL), sft, rm, plan, data, model, export, algos, plot, compare, eval, doctor.
 
 Config commands take `--config FILE.yaml` and verl-style `key=value` overrides; `--help`
 lists every key with its default and meaning. A user error prints one line, exit code 2.
@@ -111,6 +111,7 @@ def _add_model_command(sub) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from hybridrl.config.rm import RMConfig
     from hybridrl.config.schema import RLConfig
     from hybridrl.config.sft import SFTConfig
 
@@ -119,6 +120,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_config_command(sub, "train", "RL training (GRPO by default) on the bundled tiny model and arithmetic data", RLConfig)
     _add_config_command(sub, "plan", "print the batch plan and a memory estimate of a train config, without training", RLConfig)
     _add_config_command(sub, "sft", "supervised fine-tuning on prompt/response rows", SFTConfig)
+    _add_config_command(sub, "rm", "reward-model training (Bradley-Terry) on preference pairs (prompt, chosen, "
+                                   "rejected); writes a *ForSequenceClassification folder for reward_model.model.path",
+                        RMConfig)
     data = sub.add_parser("data", help="write datasets in verl's parquet schema",
                           description="write datasets in verl's parquet schema")
     dsub = data.add_subparsers(dest="dataset", required=True)
@@ -224,6 +228,16 @@ def cmd_sft(args) -> None:
     cfg = load_config(SFTConfig, args.config, args.overrides)
     with progress.reporting():  # one for the setup and the steps
         run_sft(cfg)
+
+
+def cmd_rm(args) -> None:
+    from hybridrl.config.loader import load_config
+    from hybridrl.config.rm import RMConfig
+    from hybridrl.trainer.rm import run_rm
+
+    cfg = load_config(RMConfig, args.config, args.overrides)
+    with progress.reporting():  # one for the setup and the steps
+        run_rm(cfg)
 
 
 def cmd_data(args) -> None:
@@ -332,8 +346,8 @@ def cmd_eval(args) -> None:
             print(f"wrote {path}", file=sys.stderr)  # stdout stays the table alone, for pipes
 
 
-COMMANDS = {"export": cmd_export, "model": cmd_model, "train": cmd_train, "plan": cmd_plan, "sft": cmd_sft, "data": cmd_data,
-            "algos": cmd_algos, "plot": cmd_plot, "compare": cmd_compare, "eval": cmd_eval, "serve": cmd_serve,
+COMMANDS = {"export": cmd_export, "model": cmd_model, "train": cmd_train, "plan": cmd_plan, "sft": cmd_sft, "rm": cmd_rm,
+            "data": cmd_data, "algos": cmd_algos, "plot": cmd_plot, "compare": cmd_compare, "eval": cmd_eval, "serve": cmd_serve,
             "doctor": cmd_doctor}
 
 

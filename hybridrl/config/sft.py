@@ -67,12 +67,17 @@ class SFTConfig:
 
 def validate_sft_config(cfg: SFTConfig) -> list[str]:
     """The cross-key rules of an SFT config (single keys were checked at load); derives a null
-    data.micro_batch_size_per_gpu in place: the largest divisor of data.train_batch_size up to
-    SFT_MICRO_CAP. Returns the notes of derived values, for the log."""
+    data.micro_batch_size_per_gpu in place (derive_micro_batch). Returns the notes of derived values, for the log."""
     from hybridrl.trainer.tracking import check_loggers
 
-    d = cfg.data
     check_loggers(cfg.trainer.logger)
+    return derive_micro_batch(cfg.data)
+
+
+def derive_micro_batch(d) -> list[str]:
+    """`d` has train_batch_size and micro_batch_size_per_gpu (the data section of sft and rm): a null
+    micro_batch_size_per_gpu becomes the largest divisor of train_batch_size up to SFT_MICRO_CAP, in place;
+    a given one must divide train_batch_size. Returns the note of a derived value, for the log."""
     if d.micro_batch_size_per_gpu is None:
         d.micro_batch_size_per_gpu = largest_divisor(d.train_batch_size, SFT_MICRO_CAP)
         return [f"data.micro_batch_size_per_gpu={d.micro_batch_size_per_gpu} (derived: the largest divisor of "

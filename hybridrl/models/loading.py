@@ -147,6 +147,44 @@ def load_reward_model(path: str, key: str = "reward_model.model.path", device: s
     return model.to(device).eval().requires_grad_(False)
 
 
+def reward_model_to_train(path: str, tokenizer, key: str = "model.partial_pretrain", dtype: torch.dtype = torch.float32):
+    """A *ForSequenceClassification model with one output to train as a reward model: a causal LM's backbone
+    with a fresh `score` head (transformers initialises it; seed torch first), or an existing one-output reward
+    model whose head is kept. Its config gets the tokenizer's pad_token_id, which HF's own pooling and
+    `reward_model.model.path` loading need. A tokenizer with more ids than the embedding table is refused:
+    it belongs to another model."""
+    from transformers import AutoConfig, AutoModelForSequenceClassification
+    from transformers.utils import logging as hf_logging
+
+    folder = resolve_model_path(path, key)
+    with readable(path, key):
+        config = AutoConfig.from_pretrained(folder)
+    if any(a.endswith("ForSequenceClassification") for a in config.architectures or []) and config.num_labels != 1:
+        raise ConfigError(f"{key}={path!r} is a classifier with {config.num_labels} labels; a reward model outputs "
+                          "one scalar: start from its causal LM, or from a one-label reward model")
+    config.num_labels, config.pad_token_id = 1, tokenizer.pad_token_id
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()  # "newly initialized: score.weight" is the point when starting from a causal LM
+    try:
+        with quiet_loading():
+            model = AutoModelForSequenceClassification.from_pretrained(folder, config=config, dtype=dtype)
+    except ValueError as e:  # an architecture without a sequence-classification class
+        raise ConfigError(f"{key}={path!r}: cannot build a reward model from it ({' '.join(str(e).split())[:200]})") from e
+    except (OSError, SafetensorError) as e:
+        raise readable_error(folder, e) from None
+    finally:
+        hf_logging.set_verbosity(verbosity)
+    if not isinstance(getattr(model, "score", None), torch.nn.Module):  # workers/reward_model.py reads `score`
+        raise ConfigError(f"{key}={path!r}: {type(model).__name__} has no `score` head; use a decoder model "
+                          "(Llama, Qwen2, Mistral, GPT-2 ...)")
+    rows = model.get_input_embeddings().num_embeddings
+    if len(tokenizer) > rows:
+        raise ConfigError(f"{key}={path!r}: its tokenizer has {len(tokenizer)} tokens but the model's embedding table "
+                          f"has {rows} rows; the tokenizer files belong to another model: give a folder whose tokenizer "
+                          "matches its weights")
+    return model
+
+
 def eos_token_ids(model, tokenizer) -> list[int]:
     """Tokens that end a response: the generation config's EOS ids plus the tokenizer's."""
     ids = model.generation_config.eos_token_id if model.generation_config is not None else None

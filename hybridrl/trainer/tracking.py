@@ -25,7 +25,7 @@ OPTIONAL = {"tensorboard": ("tensorboard", "tensorboard"), "wandb": ("wandb", "w
 CONSOLE_KEYS = [  # (metric, short label) shown on the console line when present
     ("train/loss", "loss"), ("critic/score/mean", "score"), ("actor/pg_loss", "pg_loss"), ("actor/entropy", "entropy"),
     ("actor/ppo_kl", "ppo_kl"), ("actor/kl_loss", "kl_loss"), ("response_length/mean", "resp_len"),
-    ("timing_s/step", "step_s"),
+    ("timing_s/step", "step_s"), ("train/pair_accuracy", "acc"), ("val/pair_accuracy", "val_acc"),  # the last two: rm
 ]
 Rows = list[dict]  # sample generations: {"input", "output", "score", ...} per row
 
