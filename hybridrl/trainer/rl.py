@@ -20,7 +20,7 @@ from hybridrl.rewards.manager import on_last_token
 from hybridrl.trainer.build import RLRun
 from hybridrl.trainer.checkpoint import prune, restore, save_checkpoint
 from hybridrl.trainer.collect import collect_rollout, greedy_baseline
-from hybridrl.trainer.generations import dump_rows, generation_rows
+from hybridrl.trainer.generations import add_token_details, dump_rows, generation_rows
 from hybridrl.trainer.learning_signal import ZeroSignalWatch
 from hybridrl.trainer.metrics import (
     actor_mfu,
@@ -167,6 +167,10 @@ class RLTrainer:
             if later:
                 with timed(m, "old_log_prob"):
                     old_lp = old_log_probs_with_signal(r.policy, seqs, with_signal, rollout.rollout_log_probs)
+            trainer_lp = None
+            if s.dump_token_details and s.rollout_data_dir:  # π_old as the trainer computes it, before the update
+                with timed(m, "token_details"):
+                    trainer_lp = old_lp if old_lp is not None and not later else r.policy.log_probs(seqs)
             if r.critic is not None:
                 with timed(m, "update_critic"):
                     m.update(r.critic.update(CriticBatch(seqs, values, adv.returns)))
@@ -182,7 +186,10 @@ class RLTrainer:
         m.update(memory_metrics())
         if s.rollout_data_dir:  # every generation of the step, with its sequence advantage (mean over tokens)
             seq_adv = ((adv.advantages * mask).sum(-1) / mask.sum(-1).clamp(min=1)).tolist()
-            dump_rows(s.rollout_data_dir, step, generation_rows(rollout, reward, r.tokenizer, seq_adv))
+            rows = generation_rows(rollout, reward, r.tokenizer, seq_adv)
+            if s.dump_token_details:
+                add_token_details(rows, rollout, r.tokenizer, trainer_lp)
+            dump_rows(s.rollout_data_dir, step, rows)
         return m
 
     def validate(self, step: int) -> dict[str, float]:
