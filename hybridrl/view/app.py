@@ -141,12 +141,17 @@ def build_app(runs: list[RunFolder], api_key: Optional[str] = None) -> FastAPI:
         with lock:
             r = run_at(run)
             groups, _ = cache.groups(r.name, r.source(kind), step)
-        at = find(groups, key) if key else i
-        if at is None or not 0 <= at < len(groups):
-            raise ViewError(f"step {step} has no prompt {key or i} ({len(groups)} prompts)"
-                            + (" — this prompt was not sampled at that step" if key else ""))
+        if key:  # the same prompt at another step: that it was not sampled there is an answer, not an error
+            at = find(groups, key)
+            if at is None:
+                return {"found": False, "step": step, "message": f"this prompt is not among step {step}'s "
+                                                                 f"{len(groups)} prompts"}
+        elif i is None or not 0 <= i < len(groups):
+            raise ViewError(f"step {step} has no prompt {i} ({len(groups)} prompts)")
+        else:
+            at = i
         g = groups[at]
-        return {"i": at, "key": g.key, "input": g.input, "step": step, "rows": g.rows}
+        return {"found": True, "i": at, "key": g.key, "input": g.input, "step": step, "rows": g.rows}
 
     @api.get("/compare")
     def compare(a: int, b: int):

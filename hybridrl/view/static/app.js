@@ -48,7 +48,7 @@ function el(tag, attrs, ...children) {
 function fmt(v) {
   if (v === null || v === undefined) return "-";
   if (typeof v === "string") return v;
-  return Number.isInteger(v) ? String(v) : v.toPrecision(4);
+  return Number.isInteger(v) ? String(v) : String(Number(v.toPrecision(4)));  // like compare's %.4g
 }
 
 // ---- runs ------------------------------------------------------------------------------------------
@@ -262,7 +262,8 @@ async function compareStep() {
   while (cols.children.length > 1) cols.lastChild.remove();
   if (!step || !g.rows) return;
   try {
-    cols.append(promptColumn(await api("prompt", {run: g.run, kind: g.kind, step, key: g.rows.key})));
+    const d = await api("prompt", {run: g.run, kind: g.kind, step, key: g.rows.key});
+    cols.append(d.found ? promptColumn(d) : el("div", {class: "step-col", "data-step": step, text: d.message}));
   } catch (e) { cols.append(el("div", {class: "step-col", text: e.message})); }
 }
 

@@ -51,6 +51,9 @@ def test_prompts_page_filter_and_one_prompt_at_two_steps(two_runs):
     assert one["input"] == "What is 1+1?" and [r["score"] for r in one["rows"]] == [1.0, 0.0]
     other = c.get("/api/prompt", params={"run": 0, "kind": "rollout", "step": 2, "key": one["key"]}).json()
     assert other["step"] == 2 and other["input"] == one["input"]
+    missing = c.get("/api/prompt", params={"run": 0, "kind": "rollout", "step": 2, "key": "0000"})
+    assert missing.status_code == 200 and missing.json() == {
+        "found": False, "step": 2, "message": "this prompt is not among step 2's 2 prompts"}
 
 
 def test_compare_is_hybridrl_compare(two_runs):
