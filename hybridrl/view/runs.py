@@ -165,8 +165,10 @@ class RunFolder:
             i = len(steps)
             steps.append(record.pop("step"))
             for key, value in record.items():
-                column = series.setdefault(key, [None] * i)
-                column.extend([None] * (i - len(column)))
+                if (column := series.get(key)) is None:
+                    column = series[key] = [None] * i  # a key first logged at this line
+                elif len(column) < i:
+                    column.extend([None] * (i - len(column)))  # lines that did not log it
                 column.append(value)
         for column in series.values():
             column.extend([None] * (len(steps) - len(column)))
