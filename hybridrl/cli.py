@@ -1,4 +1,5 @@
-"""`hybridrl` command line: train (RL), sft, rm, plan, data, model, export, algos, plot, compare, eval, doctor.
+"""`hybridrl` command line: train (RL), sft, rm, plan, data, model, export, algos, plot, compare, eval, serve, view,
+doctor.
 
 Config commands take `--config FILE.yaml` and verl-style `key=value` overrides; `--help`
 lists every key with its default and meaning. A user error prints one line, exit code 2.
@@ -169,7 +170,10 @@ def build_parser() -> argparse.ArgumentParser:
     from hybridrl import doctor
     from hybridrl.serve import cli as serve_cli
 
+    from hybridrl.view import cli as view_cli
+
     serve_cli.add_parser(sub)
+    view_cli.add_parser(sub)
     doctor.add_parser(sub)
     return parser
 
@@ -322,6 +326,12 @@ def cmd_serve(args) -> None:
     run(args)
 
 
+def cmd_view(args) -> None:
+    from hybridrl.view.cli import run
+
+    run(args)
+
+
 def cmd_doctor(args) -> int:
     from hybridrl import doctor
 
@@ -348,7 +358,7 @@ def cmd_eval(args) -> None:
 
 COMMANDS = {"export": cmd_export, "model": cmd_model, "train": cmd_train, "plan": cmd_plan, "sft": cmd_sft, "rm": cmd_rm,
             "data": cmd_data, "algos": cmd_algos, "plot": cmd_plot, "compare": cmd_compare, "eval": cmd_eval, "serve": cmd_serve,
-            "doctor": cmd_doctor}
+            "view": cmd_view, "doctor": cmd_doctor}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -445,6 +445,10 @@ class TrainerConfig:
                                       "at every validation; the same prompts each time", ge=0)
     rollout_data_dir: Optional[str] = doc(None, "write every training generation to <dir>/<step>.jsonl (null: off)")
     validation_data_dir: Optional[str] = doc(None, "write every validation generation to <dir>/<step>.jsonl (null: off)")
+    dump_token_details: bool = doc(False, "rollout_data_dir rows also get per-token lists: the token text, the engine's "
+                                          "log-prob, the trainer's log-prob before the update (one extra log-prob pass "
+                                          "per step) and their probability gap, and which tokens are trained on "
+                                          "(hybridrl view colours tokens by them)")
     total_epochs: int = doc(1, "passes over the training prompts", ge=1)
     total_training_steps: Optional[int] = doc(100, "stop after this many steps (null: total_epochs decides)", ge=1)
     test_freq: int = doc(10, "validate every N steps and at the last one; -1: never, as in verl (val_before_train aside)",

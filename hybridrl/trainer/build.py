@@ -69,6 +69,7 @@ class LoopSettings:
     share_prompts: bool = False  # model.share_prompt_prefix: each group's prompt runs once (for perf/mfu/actor)
     skip_zero_advantage: bool = False  # actor.skip_zero_advantage where exact: π_old only of rows with a gradient
     rollout_rs: Optional[RejectionBand] = None  # rollout_correction.rollout_rs: mask what π_old/π_rollout rejects
+    dump_token_details: bool = False  # rollout_data_dir rows get per-token log-probs (hybridrl view)
 
 
 @dataclass(frozen=True)
@@ -239,7 +240,8 @@ def _assemble(cfg: RLConfig, plan: BatchPlan, total: int, tokenizer, train_data:
                           tr.critic_warmup, alg.kl_penalty,
                           GroupFilter(fg.metric, fg.max_num_gen_batches) if fg.enable else None,
                           tr.log_val_generations, tr.rollout_data_dir, tr.validation_data_dir,
-                          arr.model.share_prompt_prefix, skips_zero_advantage(cfg), rejection_band(cfg)),
+                          arr.model.share_prompt_prefix, skips_zero_advantage(cfg), rejection_band(cfg),
+                          tr.dump_token_details),
         plan=plan, total_steps=total, pad_id=tokenizer.pad_token_id, train_data=train_data, val_data=val_data,
         sampler=PromptSampler(len(train_data), prompts_per_round, d.seed, d.shuffle),
         policy=policy, reference=reference, critic=critic, workers=workers, model_shape=policy.model_shape(),

@@ -5,8 +5,11 @@ gts, score, step)."""
 from __future__ import annotations
 
 import json
+import math
 import os
 from typing import Optional
+
+from torch import Tensor
 
 from hybridrl.batch import Rollout
 from hybridrl.rewards.manager import RewardOutput
@@ -36,6 +39,33 @@ def generation_rows(rollout: Rollout, out: RewardOutput, tokenizer, advantages: 
             row.update({k: v for k, v in out.details[i].items() if k not in row and _jsonable(v)})
         rows.append(row)
     return rows
+
+
+def add_token_details(rows: list[dict], rollout: Rollout, tokenizer, trainer_log_probs: Optional[Tensor] = None) -> None:
+    """trainer.dump_token_details: per-token lists on each row, over its real response tokens (tool tokens of a
+    multi-turn rollout included): "tokens" (each decoded alone), "token_trained" (1: generated and trained on,
+    0: a tool/observation token), "token_logprobs" (the engine's log π at sampling), and with
+    `trainer_log_probs` ([N, T], the trainer's log π_old) "token_trainer_logprobs" and "token_prob_gap"
+    (engine probability minus trainer probability: the mismatch that training/rollout_probs_diff_* sums up).
+    Values are None on tool tokens, which no model sampled."""
+    attention, trained = rollout.response_attention().bool(), rollout.response_mask.bool()
+    for i, row in enumerate(rows):
+        where = attention[i]  # [T] real tokens of row i
+        ids = rollout.response_ids[i][where].tolist()
+        mask = trained[i][where].tolist()
+        row["tokens"] = tokenizer.batch_decode([[t] for t in ids], skip_special_tokens=False)
+        row["token_trained"] = [int(t) for t in mask]
+        engine = rollout.rollout_log_probs[i][where].tolist()
+        row["token_logprobs"] = [_rounded(v, t) for v, t in zip(engine, mask)]
+        if trainer_log_probs is not None:
+            ours = trainer_log_probs[i][where].tolist()
+            row["token_trainer_logprobs"] = [_rounded(v, t) for v, t in zip(ours, mask)]
+            row["token_prob_gap"] = [_rounded(math.exp(a) - math.exp(b), t) for a, b, t in zip(engine, ours, mask)]
+
+
+def _rounded(value: float, trained: bool) -> Optional[float]:
+    # 6 decimals keep the dump small and still resolve the ~1e-6 gaps of an fp32 engine
+    return round(value, 6) if trained and math.isfinite(value) else None
 
 
 def _jsonable(value: object) -> bool:

@@ -22,7 +22,7 @@ from hybridrl.rewards.manager import on_last_token
 from hybridrl.trainer.build import RLRun
 from hybridrl.trainer.checkpoint import prune, restore, save_checkpoint
 from hybridrl.trainer.collect import collect_rollout, greedy_baseline
-from hybridrl.trainer.generations import dump_rows, generation_rows
+from hybridrl.trainer.generations import add_token_details, dump_rows, generation_rows
 from hybridrl.trainer.learning_signal import ZeroSignalWatch
 from hybridrl.trainer.metrics import (
     actor_mfu,
@@ -173,6 +173,10 @@ class RLTrainer:
                 keep = rollout_rs_keep(old_lp, rollout.rollout_log_probs, mask, s.rollout_rs)
                 m.update(rejection_metrics(mask, keep))
                 seqs = dataclasses.replace(seqs, response_mask=keep)
+            trainer_lp = None
+            if s.dump_token_details and s.rollout_data_dir:  # π_old as the trainer computes it, before the update
+                with timed(m, "token_details"):
+                    trainer_lp = old_lp if old_lp is not None and not later else r.policy.log_probs(seqs)
             if r.critic is not None:
                 with timed(m, "update_critic"):
                     m.update(r.critic.update(CriticBatch(seqs, values, adv.returns)))
@@ -188,7 +192,10 @@ class RLTrainer:
         m.update(memory_metrics())
         if s.rollout_data_dir:  # every generation of the step, with its sequence advantage (mean over tokens)
             seq_adv = ((adv.advantages * mask).sum(-1) / mask.sum(-1).clamp(min=1)).tolist()
-            dump_rows(s.rollout_data_dir, step, generation_rows(rollout, reward, r.tokenizer, seq_adv))
+            rows = generation_rows(rollout, reward, r.tokenizer, seq_adv)
+            if s.dump_token_details:
+                add_token_details(rows, rollout, r.tokenizer, trainer_lp)
+            dump_rows(s.rollout_data_dir, step, rows)
         return m
 
     def validate(self, step: int) -> dict[str, float]:

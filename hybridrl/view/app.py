@@ -1,0 +1,189 @@
+"""The viewer's FastAPI app: the page, its static files, and a JSON API over the run folders.
+
+Every error is JSON {"error": message} that the page shows: an unknown run, step or prompt is a
+404, a bad query value a 400, a missing or wrong API key a 401. With `api_key` set every /api route
+needs `Authorization: Bearer KEY`; the page and its scripts do not (they hold no run data).
+"""
+
+from __future__ import annotations
+
+import hmac
+import importlib.util
+import json
+import logging
+import math
+import os
+import threading
+from typing import Optional
+
+from fastapi import APIRouter, Depends, FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import FileResponse, JSONResponse, Response
+from starlette.exceptions import HTTPException
+
+from hybridrl.view.generations import Filter, StepCache, find, page
+from hybridrl.view.runs import RunFolder, ViewError
+
+log = logging.getLogger("hybridrl.view")
+STATIC = os.path.join(os.path.dirname(__file__), "static")
+_PAGES = {"app.js": "application/javascript", "style.css": "text/css"}
+
+
+def plotly_js() -> Optional[str]:
+    """plotly.min.js as the plotly package installs it (served from there: no copy in this repository,
+    no CDN, which a machine without internet could not reach)."""
+    spec = importlib.util.find_spec("plotly")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = os.path.join(list(spec.submodule_search_locations)[0], "package_data", "plotly.min.js")
+    return path if os.path.isfile(path) else None
+
+
+def _authorize(api_key: Optional[str]):
+    def check(request: Request) -> None:
+        if api_key is None:
+            return
+        scheme, _, token = request.headers.get("authorization", "").partition(" ")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip().encode(), api_key.encode()):
+            raise ViewAuthError()
+    return check
+
+
+class ViewAuthError(Exception):
+    pass
+
+
+def _errors(app: FastAPI) -> None:
+    @app.exception_handler(ViewError)
+    async def not_found(request: Request, e: ViewError):
+        return JSONResponse({"error": str(e)}, status_code=404)
+
+    @app.exception_handler(ViewAuthError)
+    async def unauthorized(request: Request, e: ViewAuthError):
+        return JSONResponse({"error": "this viewer needs its API key (hybridrl view --api-key): give it in the page"},
+                            status_code=401, headers={"WWW-Authenticate": "Bearer"})
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request: Request, e: RequestValidationError):
+        err = e.errors()[0]
+        where = ".".join(str(p) for p in err["loc"] if p != "query")
+        return JSONResponse({"error": f"bad value for '{where}': {err['msg']}"}, status_code=400)
+
+    @app.exception_handler(HTTPException)
+    async def http_error(request: Request, e: HTTPException):
+        return JSONResponse({"error": f"{request.method} {request.url.path}: {e.detail}"}, status_code=e.status_code)
+
+    @app.exception_handler(Exception)
+    async def unexpected(request: Request, e: Exception):  # a bug: the page still shows a message
+        log.exception("error in %s", request.url.path)
+        return JSONResponse({"error": f"internal error ({type(e).__name__}: {e}); see the viewer's log"},
+                            status_code=500)
+
+
+def build_app(runs: list[RunFolder], api_key: Optional[str] = None) -> FastAPI:
+    """The app over `runs` (addressed by their position: run=0, 1, ...)."""
+    app = FastAPI(title="hybridrl view", docs_url=None, redoc_url=None, openapi_url=None)
+    _errors(app)
+    lock = threading.Lock()  # the indexes and the step cache are shared by the request threads
+    cache = StepCache()
+
+    def run_at(run: int) -> RunFolder:
+        if not 0 <= run < len(runs):
+            raise ViewError(f"no run {run}; runs are 0..{len(runs) - 1}")
+        return runs[run]
+
+    @app.get("/")
+    def index():
+        return FileResponse(os.path.join(STATIC, "index.html"), media_type="text/html")
+
+    @app.get("/static/{name}")
+    def static(name: str):
+        if name == "plotly.min.js":
+            if (path := plotly_js()) is None:
+                raise ViewError("plotly is not installed: pip install plotly (or pip install 'hybridrl[view]')")
+            return FileResponse(path, media_type="application/javascript")
+        if name not in _PAGES:
+            raise ViewError(f"no static file {name!r}")
+        return FileResponse(os.path.join(STATIC, name), media_type=_PAGES[name])
+
+    @app.get("/health")
+    def health():
+        return {"status": "ok"}
+
+    api = APIRouter(prefix="/api", dependencies=[Depends(_authorize(api_key))])
+
+    @api.get("/runs")
+    def list_runs():
+        with lock:
+            return {"runs": [dict(r.summary(), id=i) for i, r in enumerate(runs)], "plotly": plotly_js() is not None}
+
+    @api.get("/metrics")
+    def metrics(run: int, offset: int = 0):
+        with lock:
+            data = run_at(run).metrics_since(max(0, offset))
+        # json.dumps directly: FastAPI's jsonable_encoder walks each of 10,000 steps x 40 values one by one
+        return Response(json.dumps(data), media_type="application/json")
+
+    @api.get("/steps")
+    def steps(run: int, kind: str):
+        with lock:
+            return {"steps": run_at(run).source(kind).steps()}
+
+    @api.get("/prompts")
+    def prompts(run: int, kind: str, step: int, offset: int = 0, limit: int = 50, q: str = "", source: str = "",
+                min_score: Optional[float] = None, max_score: Optional[float] = None,
+                min_length: Optional[int] = None, max_length: Optional[int] = None):
+        flt = Filter(q, source, min_score, max_score, min_length, max_length)
+        with lock:
+            r = run_at(run)
+            groups, skipped = cache.groups(r.name, r.source(kind), step)
+        return dict(page(groups, flt, max(0, offset), max(1, min(limit, 500))), skipped=skipped)
+
+    @api.get("/prompt")
+    def prompt(run: int, kind: str, step: int, i: Optional[int] = None, key: str = ""):
+        with lock:
+            r = run_at(run)
+            groups, _ = cache.groups(r.name, r.source(kind), step)
+        if key:  # the same prompt at another step: that it was not sampled there is an answer, not an error
+            at = find(groups, key)
+            if at is None:
+                return {"found": False, "step": step, "message": f"this prompt is not among step {step}'s "
+                                                                 f"{len(groups)} prompts"}
+        elif i is None or not 0 <= i < len(groups):
+            raise ViewError(f"step {step} has no prompt {i} ({len(groups)} prompts)")
+        else:
+            at = i
+        g = groups[at]
+        return {"found": True, "i": at, "key": g.key, "input": g.input, "step": step, "rows": g.rows}
+
+    @api.get("/compare")
+    def compare(a: int, b: int):
+        from hybridrl.eval.compare import BEST_RULE, compare_table
+
+        with lock:
+            pair = [_as_eval_run(run_at(a)), _as_eval_run(run_at(b))]
+        if any(not p.series for p in pair):
+            raise ViewError("a run without any metric line cannot be compared yet")
+        rows = compare_table(pair)
+        return {"best_rule": BEST_RULE, "runs": [p.name for p in pair],
+                "rows": [{"metric": r.metric, "best_is": r.best_is, "final": [_json(v) for v in r.final],
+                          "best": [_json(v) for v in r.best]} for r in rows]}
+
+    app.include_router(api)
+    return app
+
+
+def _as_eval_run(r: RunFolder):
+    """The run as `hybridrl compare` reads one, so the A/B table is computed by the same code."""
+    from hybridrl.eval.runs import Run
+
+    data = r.metrics_since(0)
+    series = {}
+    for key, column in data["series"].items():
+        points = [(s, float(v)) for s, v in zip(data["steps"], column) if v is not None]
+        series[key] = sorted(dict(points).items())  # a step logged twice: the later line wins, as compare's
+    return Run(r.name, r.metrics.path, series)
+
+
+def _json(v):
+    return v if v is None or math.isfinite(v) else str(v)

@@ -1,0 +1,62 @@
+"""`hybridrl view RUN_DIR [RUN_DIR ...]`: the viewer's subcommand (add_parser / run)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from hybridrl.errors import ConfigError
+
+DESCRIPTION = ("a local, read-only web page over run folders: metric curves (live while a run trains), dumped "
+               "generations by step and prompt, per-token detail, and an A/B table of two runs")
+
+
+def add_parser(sub) -> argparse.ArgumentParser:
+    p = sub.add_parser("view", help=DESCRIPTION, description=DESCRIPTION,
+                       epilog="runs dump generations with trainer.rollout_data_dir / trainer.validation_data_dir "
+                              "(and per-token detail with trainer.dump_token_details=true); the API key may also "
+                              "come from $HYBRIDRL_API_KEY")
+    p.add_argument("runs", nargs="+", metavar="RUN_DIR", help="run folders (a run's trainer.default_local_dir)")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default: %(default)s, this machine only)")
+    p.add_argument("--port", type=int, default=8080, help="port (default: %(default)s; 0: any free port)")
+    p.add_argument("--api-key", default=os.environ.get("HYBRIDRL_API_KEY") or None,
+                   help="require 'Authorization: Bearer KEY' on /api/* (the page asks for it); needed when --host "
+                        "is not a loopback address (default: $HYBRIDRL_API_KEY, else none)")
+    p.add_argument("--log-level", default="warning", choices=("critical", "error", "warning", "info", "debug"),
+                   help="uvicorn's log level (default: %(default)s)")
+    return p
+
+
+def check_access(host: str, api_key: str | None) -> None:
+    """Run data leaves this machine only behind a key: a non-loopback address without one is refused."""
+    from hybridrl.serve.settings import is_loopback
+
+    if api_key is not None and not api_key.strip():
+        raise ConfigError("--api-key: give a non-empty key")
+    if not is_loopback(host) and api_key is None:
+        raise ConfigError(f"--host {host}: binding an address other machines can reach needs --api-key KEY (or "
+                          "$HYBRIDRL_API_KEY), so that only holders of the key see the runs; or bind 127.0.0.1")
+
+
+def run(args) -> None:
+    """Serve the page until interrupted."""
+    import uvicorn
+
+    from hybridrl.serve.cli import listen_socket
+    from hybridrl.view.app import build_app
+    from hybridrl.view.runs import load_folders
+
+    check_access(args.host, args.api_key)
+    runs = load_folders(args.runs)
+    sock = listen_socket(args.host, args.port)  # a port in use is one line naming it
+    try:
+        port = sock.getsockname()[1]
+        for r in runs:
+            for problem in r.problems:
+                print(f"hybridrl view: {r.name}: {problem}", file=sys.stderr)
+        print(f"hybridrl view: {len(runs)} run(s) on http://{args.host}:{port}/", file=sys.stderr, flush=True)
+        config = uvicorn.Config(build_app(runs, args.api_key), host=args.host, port=port, log_level=args.log_level)
+        uvicorn.Server(config).run(sockets=[sock])
+    finally:
+        sock.close()

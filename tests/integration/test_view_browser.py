@@ -1,0 +1,188 @@
+"""`hybridrl view` driven in headless Chromium (Selenium) as a user would: on a real tiny GRPO run (dumps
+with per-token detail) beside a second run, the curves draw with both runs' traces, EMA and log scale
+change the plot, new metric lines appear without a reload, a prompt opens into its n responses with
+coloured tokens, the same prompt at another step opens beside it, the generations switch runs, the A/B
+table fills, and the console stays free of errors. Screenshots go to tests/artifacts/view/ (gitignored).
+
+Needs chromium and chromedriver (apt-get install chromium chromium-driver; .ci/run installs them).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parents[2]
+ARTIFACTS = ROOT / "tests" / "artifacts" / "view"
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+CHROMEDRIVER = shutil.which("chromedriver")
+if not (CHROMIUM and CHROMEDRIVER):
+    pytest.skip("needs chromium and chromedriver on PATH (apt-get install chromium chromium-driver)",
+                allow_module_level=True)
+webdriver = pytest.importorskip("selenium.webdriver", reason="needs selenium (pip install selenium)")
+from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
+
+
+def tiny_run(arith_data, folder: Path) -> Path:
+    """A real 3-step GRPO run on the bundled tiny model, with rollout and validation dumps and token detail."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    from run_helpers import overrides, train
+
+    train(overrides(arith_data, str(folder), 3, f"trainer.rollout_data_dir={folder / 'rollouts'}",
+                    f"trainer.validation_data_dir={folder / 'val'}", "trainer.dump_token_details=true",
+                    "trainer.test_freq=1", "trainer.experiment_name=tiny_grpo"))
+    return folder
+
+
+def second_run(folder: Path) -> Path:
+    """A small run written as a trainer writes one, with a tool turn (untrained tokens) in its dump."""
+    (folder / "rollouts").mkdir(parents=True)
+    (folder / "config.yaml").write_text("trainer:\n  experiment_name: other\n  rollout_data_dir: rollouts\n")
+    with open(folder / "metrics.jsonl", "w") as f:
+        for s in range(1, 4):
+            f.write(json.dumps({"step": s, "critic/score/mean": 0.2 * s, "actor/entropy": 1.0 / s,
+                                "timing_s/step": 1.5}) + "\n")
+    row = {"step": 1, "input": "Add 2 and 3 with the tool.", "output": "<tool>2+3</tool>5", "score": 1.0,
+           "reward": 1.0, "data_source": "tools", "response_length": 3, "advantage": 0.7, "num_turns": 2,
+           "tokens": ["<tool>2+3</tool>", "5", "."], "token_trained": [1, 0, 1],
+           "token_logprobs": [-0.1, None, -2.0]}
+    (folder / "rollouts" / "1.jsonl").write_text(json.dumps(row) + "\n")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def runs(arith_data, tmp_path_factory):
+    base = tmp_path_factory.mktemp("view")
+    return tiny_run(arith_data, base / "tiny"), second_run(base / "other")
+
+
+@pytest.fixture(scope="module")
+def server(runs):
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.Popen([sys.executable, "-m", "hybridrl", "view", *map(str, runs), "--port", "0"],
+                            cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True)
+    url = None
+    deadline = time.time() + 60
+    while url is None and time.time() < deadline:
+        line = proc.stderr.readline()
+        if not line and proc.poll() is not None:
+            raise RuntimeError(f"hybridrl view exited with {proc.returncode}")
+        if m := re.search(r"on (http://127\.0\.0\.1:\d+/)", line):
+            url = m[1]
+    assert url, "hybridrl view printed no address within 60 s"
+    yield url
+    proc.terminate()
+    proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1500,1000"):
+        options.add_argument(arg)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(service=webdriver.ChromeService(executable_path=CHROMEDRIVER), options=options)
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    yield driver
+    driver.quit()
+
+
+def wait_for(driver, js: str, timeout: float = 20):
+    """The value of `js` (a JS expression) once it is truthy."""
+    return WebDriverWait(driver, timeout, poll_frequency=0.2).until(lambda d: d.execute_script(f"return {js}"))
+
+
+def shot(driver, name: str) -> None:
+    path = ARTIFACTS / f"{name}.png"
+    driver.save_screenshot(str(path))
+    print(f"screenshot: {path}")
+
+
+def trace_names(metric: str) -> str:
+    return f"(document.querySelector('.plot[data-metric=\"{metric}\"]')?.data || []).map(t => t.name).join(',')"
+
+
+def test_the_viewer_in_a_browser(server, browser, runs):
+    d = browser
+    d.get(server)
+    # curves: one plot per metric, a trace per run, named by experiment_name
+    assert wait_for(d, f"{trace_names('critic/score/mean')} === 'tiny_grpo,other'")
+    assert d.execute_script("return document.querySelector('.plot[data-metric=\"critic/score/mean\"]').data[0].x"
+                            ".length") == 3
+    assert d.execute_script("return document.querySelector('.plot[data-metric=\"val-core/arithmetic/reward/mean@1\"]')"
+                            " !== null")
+    sections = d.execute_script("return [...document.querySelectorAll('details.section')].map(s => s.dataset.section)")
+    assert {"actor", "critic", "timing_s", "val-core"} <= set(sections)
+    shot(d, "curves")
+    # smoothing and log scale change what is drawn
+    raw = d.execute_script("return document.querySelector('.plot[data-metric=\"actor/entropy\"]').data[1].y")
+    d.execute_script("const e = document.getElementById('ema'); e.value = '0.9'; e.dispatchEvent(new Event('input'))")
+    smooth = wait_for(d, "document.querySelector('.plot[data-metric=\"actor/entropy\"]').data[1].y")
+    assert smooth[0] == pytest.approx(raw[0]) and smooth[-1] > raw[-1]  # a falling series lags when smoothed
+    d.find_element(By.ID, "log-y").click()
+    assert wait_for(d, "document.querySelector('.plot[data-metric=\"actor/entropy\"]').layout.yaxis.type === 'log'")
+    # hide a run, then a new line of the other one arrives while the page is open
+    d.find_element(By.ID, "run-1").click()
+    assert wait_for(d, f"{trace_names('critic/score/mean')} === 'tiny_grpo'")
+    d.find_element(By.ID, "run-1").click()
+    with open(runs[1] / "metrics.jsonl", "a") as f:
+        f.write(json.dumps({"step": 4, "critic/score/mean": 0.9}) + "\n")
+    assert wait_for(d, "document.querySelector('.plot[data-metric=\"critic/score/mean\"]').data[1].x.length === 4", 15)
+
+    # generations of the real run: the last step's prompts, one opened into its 4 responses with token colours
+    d.find_element(By.ID, "tab-gens").click()
+    wait_for(d, "document.querySelectorAll('tr.prompt-row').length")
+    kinds = [o.text for o in Select(d.find_element(By.ID, "gen-kind")).options]
+    assert kinds == ["rollout", "validation"]  # val_generations.jsonl is empty: log_val_generations=0
+    rows = d.find_elements(By.CSS_SELECTOR, "tr.prompt-row")
+    assert len(rows) == 8  # data.train_batch_size=8 prompts at step 3
+    rows[0].click()
+    assert wait_for(d, "document.querySelectorAll('.step-col .sample').length") == 4
+    assert wait_for(d, "document.querySelectorAll('.sample .tok').length") > 0
+    coloured = d.execute_script("return [...document.querySelectorAll('.sample .tok')].filter(s => s.style.background)"
+                                ".length")
+    assert coloured > 0
+    shot(d, "generations")
+    # the same prompt at another step, if that step sampled it; else its message shows in the second column
+    Select(d.find_element(By.ID, "other-step")).select_by_value("1")
+    assert wait_for(d, "document.querySelectorAll('.step-col').length") == 2
+    # validation prompts repeat at every validation: the same prompt at two steps, side by side
+    Select(d.find_element(By.ID, "gen-kind")).select_by_visible_text("validation")
+    assert wait_for(d, "document.getElementById('gen-step').options.length") == 4  # steps 0..3
+    d.find_elements(By.CSS_SELECTOR, "tr.prompt-row")[0].click()
+    wait_for(d, "document.querySelectorAll('.step-col .sample').length")
+    Select(d.find_element(By.ID, "other-step")).select_by_value("0")
+    assert wait_for(d, "[...document.querySelectorAll('.step-col')].map(c => c.dataset.step).join(',')") == "3,0"
+    texts = d.execute_script("return [...document.querySelectorAll('.step-col .prompt-text')].map(p => p.textContent)")
+    assert texts[0] == texts[1]
+    shot(d, "same-prompt-two-steps")
+    # a search that matches nothing, then switching runs: the other run's tool turn, its untrained token marked
+    d.find_element(By.ID, "f-q").send_keys("no such text anywhere")
+    assert wait_for(d, "document.getElementById('prompt-count').textContent.includes('0 of')")
+    d.find_element(By.ID, "f-q").clear()
+    Select(d.find_element(By.ID, "gen-run")).select_by_visible_text("other")
+    assert wait_for(d, "document.querySelectorAll('tr.prompt-row').length") == 1
+    d.find_element(By.CSS_SELECTOR, "tr.prompt-row").click()
+    assert wait_for(d, "document.querySelectorAll('.sample .tok.masked').length") == 1
+    assert "num_turns=2" in d.find_element(By.CSS_SELECTOR, ".sample").text
+
+    # A/B: compare's final/best of the two runs
+    d.find_element(By.ID, "tab-ab").click()
+    assert wait_for(d, "document.querySelector('#ab-table tr[data-metric=\"critic/score/mean\"]') !== null")
+    cells = [c.text for c in d.find_elements(By.CSS_SELECTOR, '#ab-table tr[data-metric="critic/score/mean"] td')]
+    assert cells[1] == "max" and cells[4] == "0.9"  # run B's final score is the line appended above
+    shot(d, "ab")
+
+    errors = [e for e in d.get_log("browser") if e["level"] == "SEVERE"]
+    assert errors == [], errors

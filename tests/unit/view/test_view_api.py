@@ -1,0 +1,115 @@
+"""The viewer's HTTP API through FastAPI's TestClient: answers, live updates, messages instead of 500s, auth."""
+
+import json
+
+import pytest
+from fastapi.testclient import TestClient
+from view_helpers import write_run
+
+from hybridrl.eval.compare import compare_table
+from hybridrl.eval.runs import load_runs
+from hybridrl.view.app import build_app
+from hybridrl.view.runs import load_folders
+
+KEY = "s3cret"
+
+
+def client(paths, api_key=None):
+    # raise_server_exceptions=False: a bug is answered as the page would see it (a 500), so the tests below
+    # that assert "never 500" can fail
+    return TestClient(build_app(load_folders([str(p) for p in paths]), api_key), raise_server_exceptions=False)
+
+
+@pytest.fixture
+def two_runs(tmp_path):
+    a = write_run(tmp_path / "a", steps=3, name="A")
+    b = write_run(tmp_path / "b", steps=5, name="B")
+    return a, b
+
+
+def test_runs_metrics_and_live_updates(two_runs):
+    c = client(two_runs)
+    runs = c.get("/api/runs").json()
+    assert [r["name"] for r in runs["runs"]] == ["A", "B"] and runs["plotly"] is True
+    assert runs["runs"][0]["generations"]["rollout"].endswith("rollouts")
+    first = c.get("/api/metrics", params={"run": 1}).json()
+    assert first["steps"] == [0, 1, 2, 3, 4, 5]
+    with open(f"{two_runs[1]}/metrics.jsonl", "a") as f:  # the run trains on
+        f.write(json.dumps({"step": 6, "critic/score/mean": 0.6}) + "\n")
+    new = c.get("/api/metrics", params={"run": 1, "offset": first["offset"]}).json()
+    assert new["steps"] == [6] and new["series"] == {"critic/score/mean": [0.6]}
+
+
+def test_prompts_page_filter_and_one_prompt_at_two_steps(two_runs):
+    c = client(two_runs)
+    assert c.get("/api/steps", params={"run": 0, "kind": "rollout"}).json() == {"steps": [1, 2]}
+    page = c.get("/api/prompts", params={"run": 0, "kind": "rollout", "step": 1, "limit": 1}).json()
+    assert page["total"] == 2 and len(page["prompts"]) == 1 and page["data_sources"] == ["arith", "gsm8k"]
+    only = c.get("/api/prompts", params={"run": 0, "kind": "rollout", "step": 1, "source": "gsm8k"}).json()
+    assert [p["i"] for p in only["prompts"]] == [1]
+    one = c.get("/api/prompt", params={"run": 0, "kind": "rollout", "step": 1, "i": 1}).json()
+    assert one["input"] == "What is 1+1?" and [r["score"] for r in one["rows"]] == [1.0, 0.0]
+    other = c.get("/api/prompt", params={"run": 0, "kind": "rollout", "step": 2, "key": one["key"]}).json()
+    assert other["step"] == 2 and other["input"] == one["input"]
+    missing = c.get("/api/prompt", params={"run": 0, "kind": "rollout", "step": 2, "key": "0000"})
+    assert missing.status_code == 200 and missing.json() == {
+        "found": False, "step": 2, "message": "this prompt is not among step 2's 2 prompts"}
+
+
+def test_compare_is_hybridrl_compare(two_runs):
+    got = client(two_runs).get("/api/compare", params={"a": 0, "b": 1}).json()
+    want = compare_table(load_runs(list(two_runs)))
+    assert [r["metric"] for r in got["rows"]] == [r.metric for r in want]
+    assert [r["final"] for r in got["rows"]] == [r.final for r in want]
+    assert [r["best"] for r in got["rows"]] == [r.best for r in want]
+    assert got["runs"] == ["A", "B"]
+
+
+def test_bad_folders_and_half_written_files_are_messages_never_500(tmp_path):
+    good = write_run(tmp_path / "good")
+    with open(f"{good}/rollouts/1.jsonl", "a") as f:
+        f.write('{"step": 1, "input": "cut sh')
+    with open(f"{good}/metrics.jsonl", "a") as f:
+        f.write('{"step": 4, "critic/sc')
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (tmp_path / "notjson").mkdir()
+    (tmp_path / "notjson" / "metrics.jsonl").write_bytes(b"\xff\xfe garbage\n{\n")
+    c = client([good, empty, tmp_path / "missing", tmp_path / "notjson"])
+    runs = c.get("/api/runs").json()["runs"]
+    assert [bool(r["problems"]) for r in runs] == [False, True, True, False]
+    assert c.get("/api/metrics", params={"run": 0}).json()["steps"] == [0, 1, 2, 3]
+    assert c.get("/api/metrics", params={"run": 3}).json()["skipped"] == 2
+    responses = [
+        c.get("/api/prompts", params={"run": 0, "kind": "rollout", "step": 1}),
+        c.get("/api/metrics", params={"run": 1}), c.get("/api/metrics", params={"run": 2}),
+        c.get("/api/steps", params={"run": 1, "kind": "rollout"}),
+        c.get("/api/prompts", params={"run": 0, "kind": "rollout", "step": 99}),
+        c.get("/api/prompt", params={"run": 0, "kind": "rollout", "step": 1, "i": 50}),
+        c.get("/api/prompts", params={"run": 9, "kind": "rollout", "step": 1}),
+        c.get("/api/prompts", params={"run": "x", "kind": "rollout", "step": 1}),
+        c.get("/api/compare", params={"a": 0, "b": 1}), c.get("/api/compare", params={"a": 0, "b": 3}),
+        c.get("/api/nothing"), c.get("/static/../app.py"),
+    ]
+    assert [r.status_code for r in responses] == [200, 200, 200, 404, 404, 404, 404, 400, 404, 404, 404, 404]
+    assert all(r.json().get("error") or r.status_code == 200 for r in responses)
+    assert "no rollout generations at step 99" in responses[4].json()["error"]
+    assert responses[0].json()["total"] == 2  # the cut-short row is not read
+
+
+def test_page_and_plotly_are_served_from_the_packages(two_runs):
+    c = client(two_runs)
+    assert 'src="static/plotly.min.js"' in c.get("/").text
+    js = c.get("/static/plotly.min.js")
+    assert js.status_code == 200 and "plotly" in js.text[:2000].lower() and len(js.content) > 1_000_000
+    assert c.get("/static/app.js").status_code == 200 and c.get("/static/style.css").status_code == 200
+
+
+def test_api_key_guards_the_api_but_not_the_page(two_runs):
+    c = client(two_runs, api_key=KEY)
+    assert c.get("/api/runs").status_code == 401
+    assert c.get("/api/runs", headers={"Authorization": "Bearer wrong"}).status_code == 401
+    assert "API key" in c.get("/api/metrics", params={"run": 0}).json()["error"]
+    assert c.get("/api/runs", headers={"Authorization": f"Bearer {KEY}"}).status_code == 200
+    assert c.get("/").status_code == 200 and c.get("/health").status_code == 200
+    assert client(two_runs).get("/api/runs").status_code == 200  # no key set: open (loopback only, see the CLI)
