@@ -10,7 +10,7 @@ otherwise it scores in the driver). Each pool is its own data-parallel process g
 from __future__ import annotations
 
 from hybridrl.config.schema import RLConfig
-from hybridrl.config.validate import needs_critic, needs_reference
+from hybridrl.config.validate import needs_critic, needs_reference, needs_teacher
 
 
 def pool_sizes(cfg: RLConfig) -> dict[str, int]:
@@ -28,7 +28,8 @@ def pool_roles(cfg: RLConfig) -> dict[str, tuple[str, ...]]:
     """The roles each pool's workers host."""
     sizes = pool_sizes(cfg)
     own_critic = "critic" in sizes
-    roles = {"actor": ("policy",) + ("reference",) * needs_reference(cfg) + ("critic",) * (needs_critic(cfg) and not own_critic)}
+    roles = {"actor": ("policy",) + ("reference",) * needs_reference(cfg) + ("teacher",) * needs_teacher(cfg)
+             + ("critic",) * (needs_critic(cfg) and not own_critic)}
     if own_critic:
         roles["critic"] = ("critic",)
     if "reward_model" in sizes:
@@ -40,7 +41,7 @@ def describe_placement(cfg: RLConfig) -> str:
     """Every role in this process (local), or each pool's workers with their ranks and nodes (ray)."""
     tr, rm = cfg.trainer, cfg.reward_model
     names = {"policy": f"policy (actor + {cfg.actor_rollout_ref.rollout.name} rollout engine)", "reference": "reference",
-             "critic": "critic", "reward_model": "reward model"}
+             "teacher": "distillation teacher", "critic": "critic", "reward_model": "reward model"}
     if tr.backend == "local":
         held = [names[r] for r in pool_roles(cfg)["actor"]] + ["reward model"] * rm.enable
         return f"placement: backend=local, one process holds {', '.join(held)}"

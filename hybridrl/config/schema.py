@@ -480,6 +480,32 @@ class RayKwargsConfig:
 
 
 @dataclass
+class TeacherModelConfig:
+    model_path: Optional[str] = doc(None, "HF folder of the frozen teacher that scores the student's samples "
+                                          "(distillation.enabled=true); its tokenizer must equal the policy's")
+
+
+@dataclass
+class DistillationLossConfig:
+    loss_mode: str = doc("k3", "per-token estimator of KL(student || teacher) on the student's samples, backpropagated "
+                               "as a loss (a KL estimator, see `hybridrl algos`): k3 (its gradient is forward KL's), "
+                               "k1+ / k3+ (gradient of reverse KL: the on-policy distillation signal); k1 is refused")
+    distillation_loss_coef: float = doc(1.0, "weight of the distillation loss added to the actor loss", ge=0)
+    use_task_rewards: bool = doc(True, "keep the reward's advantages in the actor loss (false: pure distillation; "
+                                       "rewards are still scored and logged, their advantages set to 0)")
+
+
+@dataclass
+class DistillationConfig:
+    """verl's `distillation` section (on-policy distillation, docs/algorithms.md): a frozen teacher
+    scores the student's own samples and the actor loss adds their per-token KL."""
+
+    enabled: bool = doc(False, "on-policy distillation from distillation.teacher_model.model_path")
+    teacher_model: TeacherModelConfig = field(default_factory=TeacherModelConfig)
+    distillation_loss: DistillationLossConfig = field(default_factory=DistillationLossConfig)
+
+
+@dataclass
 class RLConfig:
     data: DataConfig = field(default_factory=DataConfig)
     actor_rollout_ref: ActorRolloutRefConfig = field(default_factory=ActorRolloutRefConfig)
@@ -487,5 +513,6 @@ class RLConfig:
     reward_model: RewardModelConfig = field(default_factory=RewardModelConfig)
     custom_reward_function: CustomRewardFunctionConfig = field(default_factory=CustomRewardFunctionConfig)
     algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
+    distillation: DistillationConfig = field(default_factory=DistillationConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
     ray_kwargs: RayKwargsConfig = field(default_factory=RayKwargsConfig)

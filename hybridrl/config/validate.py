@@ -13,6 +13,7 @@ import os
 from typing import Callable, Optional
 
 from hybridrl.algos.advantages import ADV_ESTIMATORS
+from hybridrl.algos.distill import NO_TEACHER_GRADIENT
 from hybridrl.algos.kl import KL_ESTIMATORS
 from hybridrl.algos.policy_losses import POLICY_LOSSES
 from hybridrl.algos.reduce import LOSS_AGG_MODES
@@ -20,7 +21,14 @@ from hybridrl.algos.rollout_correction import ROLLOUT_IS
 from hybridrl.config.derive import derive_micro_batches
 from hybridrl.config.levers import check_levers, resolve_backend
 from hybridrl.config.plan import BatchPlan
-from hybridrl.config.roles import actor_plan, critic_batch_plan, critic_world_size, needs_critic, needs_reference  # noqa: F401
+from hybridrl.config.roles import (  # noqa: F401
+    actor_plan,
+    critic_batch_plan,
+    critic_world_size,
+    needs_critic,
+    needs_reference,
+    needs_teacher,
+)
 from hybridrl.config.schema import CriticModelConfig, ModelConfig, RLConfig
 from hybridrl.errors import ConfigError, messages_of, raise_all
 from hybridrl.trainer.tracking import check_loggers
@@ -137,7 +145,7 @@ def check_rl_config(cfg: RLConfig, problems: Problems) -> Optional[BatchPlan]:
     alg, actor = cfg.algorithm, cfg.actor_rollout_ref.actor
     resolve_backend(cfg)  # auto -> local | ray, before anything reads it
     for fn in (_check_custom_reward_file, _check_reward, _check_checkpointing, _check_multi_turn, _check_sampling, _check_kl_in_reward, _check_dapo,
-               _check_vllm):
+               _check_vllm, _check_distillation):
         check(fn, cfg)
     check(check_loggers, cfg.trainer.logger)
     check(LOSS_AGG_MODES.entry, actor.loss_agg_mode)
@@ -149,11 +157,13 @@ def check_rl_config(cfg: RLConfig, problems: Problems) -> Optional[BatchPlan]:
     batches_ok = check(_check_estimator, cfg)
     for fn in (_check_backend, _check_lora_sections):
         check(fn, cfg)
-    check(check_levers, cfg, needs_critic(cfg), needs_reference(cfg))
+    # the teacher's log-prob pass is batched by the reference's keys (workers/build.py build_teacher)
+    ref_pass = needs_reference(cfg) or needs_teacher(cfg)
+    check(check_levers, cfg, needs_critic(cfg), ref_pass)
     if not batches_ok or problems.errors:  # the memory fit reads every role's settings: only a valid config
         return None
     try:
-        return derive_micro_batches(cfg, needs_critic(cfg), needs_reference(cfg))
+        return derive_micro_batches(cfg, needs_critic(cfg), ref_pass)
     except ConfigError as e:
         problems.errors.extend(messages_of(e))
         return None
@@ -335,6 +345,34 @@ def _check_kl_in_reward(cfg: RLConfig) -> None:
     if not alg.use_kl_in_reward:
         return
     KL_ESTIMATORS.entry(alg.kl_penalty, "algorithm.kl_penalty")
+
+
+def _check_distillation(cfg: RLConfig) -> None:
+    """distillation.*: a teacher when enabled, none when not, an estimator whose gradient reads the teacher, and
+    something left to train."""
+    dist = cfg.distillation
+    dl, path = dist.distillation_loss, dist.teacher_model.model_path
+    if not dist.enabled:
+        if path is not None:
+            raise ConfigError(f"distillation.teacher_model.model_path={path} is set but distillation.enabled=false; set "
+                              "distillation.enabled=true to distil from it, or drop the path")
+        return
+    problems = []
+    if path is None:
+        problems.append("distillation.enabled=true needs a teacher: set distillation.teacher_model.model_path to a "
+                        "HuggingFace folder whose tokenizer is the policy's")
+    try:
+        KL_ESTIMATORS.entry(dl.loss_mode, "distillation.distillation_loss.loss_mode")
+    except ConfigError as e:
+        problems.extend(messages_of(e))
+    if dl.loss_mode in NO_TEACHER_GRADIENT:
+        problems.append(f"distillation.distillation_loss.loss_mode={dl.loss_mode}: as a loss, k1's gradient "
+                        "(∇ log π) does not depend on the teacher, so nothing is distilled; use k1+ (value of k1, "
+                        "gradient of reverse KL) or k3")
+    if not dl.use_task_rewards and dl.distillation_loss_coef == 0:
+        problems.append("distillation.distillation_loss.use_task_rewards=false with distillation_loss_coef=0 leaves "
+                        "nothing to train; raise distillation.distillation_loss.distillation_loss_coef (e.g. 1.0)")
+    raise_all(problems)
 
 
 def _check_dapo(cfg: RLConfig) -> None:

@@ -34,7 +34,7 @@ from hybridrl.config.levers import (
 )
 from hybridrl.config.placement import pool_roles, pool_sizes
 from hybridrl.config.schema import RLConfig
-from hybridrl.config.validate import critic_batch_plan, needs_critic, needs_reference
+from hybridrl.config.validate import critic_batch_plan, needs_critic, needs_reference, needs_teacher
 from hybridrl.distributed.worker import RoleWorker
 from hybridrl.errors import ConfigError, HybridRLError
 from hybridrl.models.flops import ModelShape
@@ -242,6 +242,7 @@ class RayRoles:
         self.policy = PolicyGroup(actor, pad_id, plan.mini_batch_responses_per_worker,
                                   actor_update_batching(cfg, 1).dynamic, log_prob_batching(cfg).dynamic)
         self.reference = ReferenceGroup(actor, ref_batching(cfg).dynamic) if needs_reference(cfg) else None
+        self.teacher = TeacherGroup(actor, ref_batching(cfg).dynamic) if needs_teacher(cfg) else None
         self.critic = (CriticGroup(self.pools.get("critic", actor), critic_batch_plan(cfg).mini_batch_responses_per_worker,
                                    critic_update_batching(cfg, 1).dynamic, critic_values_batching(cfg).dynamic)
                        if needs_critic(cfg) else None)
@@ -334,6 +335,16 @@ class ReferenceGroup:
 
     def log_probs(self, seqs: Sequences) -> Tensor:
         return self.pool.map_rows("reference", "log_probs", lambda a: a.reference_log_probs, seqs, self.balance)
+
+
+class TeacherGroup:
+    """The distillation teacher, rank r in actor worker r beside the reference (its batching keys)."""
+
+    def __init__(self, pool: WorkerPool, balance: bool = False):
+        self.pool, self.balance = pool, balance
+
+    def log_probs(self, seqs: Sequences) -> Tensor:
+        return self.pool.map_rows("teacher", "log_probs", lambda a: a.teacher_log_probs, seqs, self.balance)
 
 
 class CriticGroup:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import time
 from dataclasses import dataclass
@@ -11,13 +12,14 @@ from typing import Optional
 from torch import Tensor
 
 from hybridrl import progress
-from hybridrl.algos.advantages import ADV_ESTIMATORS, AdvantageInputs
+from hybridrl.algos.advantages import ADV_ESTIMATORS, AdvantageInputs, AdvantageOutput
+from hybridrl.algos.distill import teacher_metrics, without_task_advantages
 from hybridrl.algos.kl_ctrl import apply_kl_penalty
 from hybridrl.algos.zero_advantage import rows_with_signal
 from hybridrl.batch import TrainBatch, select
 from hybridrl.interrupt import StoppedEarly, failing_after, graceful
 from hybridrl.rewards.manager import on_last_token
-from hybridrl.trainer.build import RLRun
+from hybridrl.trainer.build import DistillSettings, RLRun
 from hybridrl.trainer.checkpoint import prune, restore, save_checkpoint
 from hybridrl.trainer.collect import collect_rollout, greedy_baseline
 from hybridrl.trainer.generations import dump_rows, generation_rows
@@ -66,6 +68,15 @@ def old_log_probs_with_signal(policy, seqs, signal: Tensor, rollout_log_probs: T
     if len(rows):
         out[rows] = policy.log_probs(select(seqs, rows))
     return out
+
+
+def distill_advantages(d: DistillSettings, adv: AdvantageOutput, student_lp: Tensor, teacher_lp: Tensor, mask: Tensor,
+                       m: dict[str, float]) -> AdvantageOutput:
+    """On-policy distillation's driver side: the distill/* metrics of the student's samples (student_lp: π_old, or
+    the engine's log-probs when π_old is not recomputed), and with use_task_rewards=false the reward's advantages
+    set to 0, so the actor's distillation loss trains alone (the critic, if any, still fits the returns)."""
+    m.update(teacher_metrics(student_lp, teacher_lp, mask, d.estimator))
+    return adv if d.use_task_rewards else dataclasses.replace(adv, advantages=without_task_advantages(adv.advantages))
 
 
 class RLTrainer:
@@ -138,7 +149,7 @@ class RLTrainer:
             # generate n responses per prompt and score them (DAPO: until enough groups are informative)
             rollout, reward = collect_rollout(r, s.n, r.plan.prompts_per_step, s.group_filter, m)
             seqs, mask = rollout.sequences(), rollout.response_mask
-            old_lp = ref_lp = values = baselines = None
+            old_lp = ref_lp = teacher_lp = values = baselines = None
             needs_old = not r.plan.on_policy or r.kl_ctrl is not None
             # π_old, frozen before any update; left until the advantages are known when only the rows with a
             # gradient need it (the in-reward KL needs every row's, and shapes the advantages)
@@ -149,6 +160,9 @@ class RLTrainer:
             if r.reference is not None:  # only when a KL term is used
                 with timed(m, "ref"):
                     ref_lp = r.reference.log_probs(seqs)
+            if r.teacher is not None:  # on-policy distillation: the frozen teacher scores the student's tokens
+                with timed(m, "teacher"):
+                    teacher_lp = r.teacher.log_probs(seqs)
             if r.critic is not None:  # gae: V(s_t) of the policy that sampled the batch
                 with timed(m, "values"):
                     values = r.critic.values(seqs)
@@ -162,6 +176,9 @@ class RLTrainer:
                 r.kl_ctrl.update(kl, n_steps=len(mask))
             with timed(m, "adv"):  # pure function from the registry
                 adv = self.estimator.fn(AdvantageInputs(token_rewards, mask, rollout.uid, values, baselines), r.adv_params)
+            if s.distill is not None:
+                adv = distill_advantages(s.distill, adv, rollout.rollout_log_probs if old_lp is None else old_lp,
+                                         teacher_lp, mask, m)
             # the rows the update computes (None: all of them)
             with_signal = rows_with_signal(adv.advantages, mask) if s.skip_zero_advantage else None
             if later:
@@ -172,7 +189,8 @@ class RLTrainer:
                     m.update(r.critic.update(CriticBatch(seqs, values, adv.returns)))
             if step > s.critic_warmup:  # mini-batches x micro-batches x epochs, grad clip
                 with timed(m, "update_actor"):
-                    m.update(r.policy.update(TrainBatch(seqs, adv.advantages, rollout.rollout_log_probs, old_lp, ref_lp)))
+                    m.update(r.policy.update(TrainBatch(seqs, adv.advantages, rollout.rollout_log_probs, old_lp, ref_lp,
+                                                        teacher_lp)))
         m.update(data_metrics(rollout, reward, token_rewards, adv, values, s.max_response_length))
         m.update(throughput_metrics(rollout, m["timing_s/step"], r.plan.world_size))
         m.update(timing_per_token_metrics(m, rollout))
