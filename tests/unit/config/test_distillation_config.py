@@ -1,0 +1,75 @@
+"""distillation.*: the checks that tie its keys together, the zero-advantage note, the placement and the
+teacher in `hybridrl plan`'s memory estimate."""
+
+from __future__ import annotations
+
+import pytest
+
+from hybridrl.config.levers import skips_zero_advantage, zero_advantage_note
+from hybridrl.config.loader import load_config
+from hybridrl.config.memory import estimate_memory
+from hybridrl.config.placement import describe_placement
+from hybridrl.config.schema import RLConfig
+from hybridrl.config.validate import validate_rl_config
+from hybridrl.errors import ConfigError
+
+ON = ("distillation.enabled=true", "distillation.teacher_model.model_path=tiny-arith")
+
+
+def config(*overrides: str) -> RLConfig:
+    cfg = load_config(RLConfig, None, list(overrides))
+    validate_rl_config(cfg)
+    return cfg
+
+
+def refused(*overrides: str) -> str:
+    with pytest.raises(ConfigError) as e:
+        config(*overrides)
+    return str(e.value)
+
+
+def test_enabled_needs_a_teacher():
+    assert "distillation.enabled=true needs a teacher: set distillation.teacher_model.model_path" in \
+        refused("distillation.enabled=true")
+
+
+def test_a_teacher_without_enabled_is_refused():
+    msg = refused("distillation.teacher_model.model_path=tiny-arith")
+    assert "distillation.teacher_model.model_path=tiny-arith is set but distillation.enabled=false" in msg
+
+
+def test_k1_is_refused_as_a_loss_and_an_unknown_estimator_lists_the_valid_ones():
+    assert "k1's gradient" in refused(*ON, "distillation.distillation_loss.loss_mode=k1")
+    msg = refused(*ON, "distillation.distillation_loss.loss_mode=k9")
+    assert "distillation.distillation_loss.loss_mode" in msg and "k3" in msg
+
+
+def test_pure_distillation_with_a_zero_coefficient_trains_nothing():
+    msg = refused(*ON, "distillation.distillation_loss.use_task_rewards=false",
+                  "distillation.distillation_loss.distillation_loss_coef=0")
+    assert "leaves nothing to train" in msg
+    config(*ON, "distillation.distillation_loss.use_task_rewards=false")  # coefficient 1: valid
+
+
+def test_every_problem_at_once():
+    msg = refused("distillation.enabled=true", "distillation.distillation_loss.loss_mode=k1")
+    assert "needs a teacher" in msg and "k1's gradient" in msg
+
+
+def test_skipping_zero_advantage_rows_is_not_exact_with_a_distillation_loss():
+    plain = config("actor_rollout_ref.actor.skip_zero_advantage=true")
+    assert skips_zero_advantage(plain) and zero_advantage_note(plain) is None
+    cfg = config(*ON, "actor_rollout_ref.actor.skip_zero_advantage=true")
+    assert not skips_zero_advantage(cfg)
+    assert "distillation.enabled=true: the distillation loss has a gradient on every response" in zero_advantage_note(cfg)
+
+
+def test_the_teacher_is_placed_and_counted_in_the_memory_estimate():
+    base, cfg = config(), config(*ON)
+    assert "distillation teacher" in describe_placement(cfg) and "teacher" not in describe_placement(base)
+    actor_base = estimate_memory(base, validate_rl_config(base)).pools[0]
+    actor = estimate_memory(cfg, validate_rl_config(cfg)).pools[0]
+    assert "teacher log-probs" in [ph.name for ph in actor.phases]
+    # tiny-arith's weights in fp32 once more on the actor worker (the teacher is a copy of the policy here)
+    assert actor.resident["teacher weights"] == actor.resident["policy weights"] > 0
+    assert "teacher weights" not in actor_base.resident
