@@ -428,5 +428,30 @@ _TRAINER = [
        "while training", (None,)),
 ]
 
+_D, _DL = "distillation", "distillation.distillation_loss"
+_ONE_TEACHER = "hybridrl distils from one teacher, a HuggingFace forward in the actor workers (docs/algorithms.md)"
+_DISTILL = [
+    _k(f"{_DL}.use_policy_gradient", "true (verl's default): the KL estimate is a per-token reward of a PPO-clipped "
+       "policy-gradient update; false: it is backpropagated as a loss", "hybridrl backpropagates it as a loss "
+       "(verl's false)", f"remove the key; {_DL}.loss_mode=k1+ gives the policy-gradient direction (log π_s - log π_t) "
+       "x grad log π_s on-policy, without the clipping", (False,)),
+    _k((f"{_DL}.policy_loss_mode", f"{_DL}.clip_ratio", f"{_DL}.clip_ratio_low", f"{_DL}.clip_ratio_high"),
+       "the policy loss of use_policy_gradient=true", "unused: hybridrl backpropagates the distillation loss",
+       "remove the key", ANY),
+    _k((f"{_DL}.topk", f"{_DL}.kd_temperature"), "settings of the top-k and full-vocabulary losses (forward_kl_topk, "
+       "jsd_topk)", "hybridrl's distillation losses are the sampled-token KL estimators", "remove the key", ANY),
+    _k(f"{_DL}.loss_max_clamp", "clamps the per-token distillation loss from above (default 10)", "hybridrl clamps k3 "
+       "to [-10, 10], as for the KL loss, and the other estimators not at all", "remove the key", (10.0,)),
+    _k(f"{_DL}.log_prob_min_clamp", "clamps both log-probs from below before the estimator (default -10)",
+       "hybridrl does not clamp the log-probs", "remove the key (k3 itself is clamped to [-10, 10])", (None,)),
+    _k((f"{_D}.enable_resource_pool", f"{_D}.n_gpus_per_node", f"{_D}.nnodes", f"{_D}.teacher_model.num_replicas"),
+       "the teacher's own pool of GPUs", _ONE_TEACHER + " beside the policy, with no pool of its own", "remove the key",
+       (False, 0)),
+    _k(f"{_D}.teacher_model.inference.*", "the teacher's inference engine (vLLM or SGLang)", _ONE_TEACHER,
+       "remove the key; the teacher's forwards use actor_rollout_ref.ref.* (micro-batches, dtype, offload)", ANY),
+    _k((f"{_D}.teacher_models.*", f"{_D}.teacher_key", f"{_D}.teacher_model.key"), "several teachers, each scoring the "
+       "rows of its data_source", _ONE_TEACHER, f"set {_D}.teacher_model.model_path", ("data_source", None)),
+]
+
 TABLE: tuple[VerlKey, ...] = tuple(_LEGACY + _GROUPS + _OPTIM + _FSDP + _MODEL + _ROLE + _ROLLOUT + _DATA + _REWARD
-                                   + _ALGORITHM + _TRAINER)
+                                   + _ALGORITHM + _TRAINER + _DISTILL)
