@@ -344,6 +344,11 @@ def _teacher(cfg: RLConfig, rows: int) -> tuple[dict[str, int], Phase]:
             _phase("teacher log-probs", parts, "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu", batching, rows, s))
 
 
+def _teacher_pooled(cfg: RLConfig) -> bool:
+    """The teacher has its own Ray pool (distillation.enable_resource_pool), not a place in the actor's."""
+    return cfg.trainer.backend != "local" and cfg.distillation.enable_resource_pool
+
+
 def _policy_parts(cfg: RLConfig, plan: BatchPlan) -> tuple[dict[str, int], tuple[Phase, ...]]:
     """Policy, reference, teacher, and (placed with them) critic and in-process reward model of one policy worker."""
 
@@ -364,7 +369,7 @@ def _policy_parts(cfg: RLConfig, plan: BatchPlan) -> tuple[dict[str, int], tuple
         ref_resident, ref_phase = _reference(cfg, d, rows, adapter)
         resident.update(ref_resident)
         phases.append(ref_phase)
-    if needs_teacher(cfg):
+    if needs_teacher(cfg) and not _teacher_pooled(cfg):
         teacher_resident, teacher_phase = _teacher(cfg, rows)
         resident.update(teacher_resident)
         phases.append(teacher_phase)
@@ -384,7 +389,8 @@ def _policy_parts(cfg: RLConfig, plan: BatchPlan) -> tuple[dict[str, int], tuple
 
 def _processes_per_node(cfg: RLConfig) -> int:
     """Processes sharing one node's RAM: a node's policy workers, the critic pool's share of the nodes
-    (all of it when nnodes=1), a node of the reward-model pool, and the driver when it holds the reward model."""
+    (all of it when nnodes=1), a node of the reward-model pool, the driver when it holds the reward model, and a
+    node of the teacher pool."""
 
     tr, rm = cfg.trainer, cfg.reward_model
     if tr.backend == "local":
@@ -394,6 +400,8 @@ def _processes_per_node(cfg: RLConfig) -> int:
         n += -(-cfg.critic.n_workers // tr.nnodes)
     if rm.enable:
         n += max(1, rm.n_gpus_per_node) if rm.enable_resource_pool else 1
+    if needs_teacher(cfg) and _teacher_pooled(cfg):
+        n += max(1, cfg.distillation.n_gpus_per_node)
     return n
 
 
@@ -437,6 +445,11 @@ def estimate_memory(cfg: RLConfig, plan: BatchPlan) -> MemoryReport:
         resident, phases = _reward_parts(cfg, workers)
         pools.append(PoolMemory("reward_model" if pooled else "driver (reward model)", workers,
                                 _runtime(device) | resident, tuple(phases), *_budget(cfg, device, procs)))
+    if needs_teacher(cfg) and _teacher_pooled(cfg):
+        workers = max(1, cfg.distillation.n_gpus_per_node * cfg.distillation.nnodes)
+        resident, phase = _teacher(cfg, -(-plan.responses_per_step // workers))
+        pools.append(PoolMemory("teacher", workers, _runtime(tr.device) | resident, (phase,),
+                                *_budget(cfg, tr.device, procs)))
     return MemoryReport(tuple(pools))
 
 

@@ -501,6 +501,10 @@ class DistillationConfig:
     scores the student's own samples and the actor loss adds their per-token KL."""
 
     enabled: bool = doc(False, "on-policy distillation from distillation.teacher_model.model_path")
+    enable_resource_pool: bool = doc(False, "backend=ray: the teacher in its own pool of distillation.n_gpus_per_node * "
+                                            "distillation.nnodes workers (false: rank r beside the policy's rank r)")
+    n_gpus_per_node: int = doc(0, "teacher workers per node (enable_resource_pool=true)", ge=0)
+    nnodes: int = doc(0, "nodes of the teacher pool (enable_resource_pool=true)", ge=0)
     teacher_model: TeacherModelConfig = field(default_factory=TeacherModelConfig)
     distillation_loss: DistillationLossConfig = field(default_factory=DistillationLossConfig)
 

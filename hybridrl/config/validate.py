@@ -338,6 +338,24 @@ def _check_pools(cfg: RLConfig) -> None:
             raise ConfigError(f"reward_model.enable_resource_pool=true needs reward_model.n_gpus_per_node >= 1 and "
                               f"reward_model.nnodes >= 1 (got {rm.n_gpus_per_node} and {rm.nnodes}), e.g. "
                               "reward_model.n_gpus_per_node=1 reward_model.nnodes=1")
+    _check_teacher_pool(cfg)
+
+
+def _check_teacher_pool(cfg: RLConfig) -> None:
+    """distillation.enable_resource_pool: the teacher's own workers, as the reward model's."""
+    d = cfg.distillation
+    if not d.enable_resource_pool:
+        return
+    if not d.enabled:
+        raise ConfigError("distillation.enable_resource_pool=true but distillation.enabled=false: there is no teacher "
+                          "to place; set distillation.enabled=true or remove enable_resource_pool")
+    if cfg.trainer.backend != "ray":
+        raise ConfigError("distillation.enable_resource_pool=true puts the teacher in its own worker processes, which "
+                          "needs trainer.backend=ray; set it, or remove enable_resource_pool")
+    if d.n_gpus_per_node < 1 or d.nnodes < 1:
+        raise ConfigError(f"distillation.enable_resource_pool=true needs distillation.n_gpus_per_node >= 1 and "
+                          f"distillation.nnodes >= 1 (got {d.n_gpus_per_node} and {d.nnodes}), e.g. "
+                          "distillation.n_gpus_per_node=1 distillation.nnodes=1")
 
 
 def _check_kl_in_reward(cfg: RLConfig) -> None:

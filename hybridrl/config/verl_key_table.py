@@ -429,7 +429,7 @@ _TRAINER = [
 ]
 
 _D, _DL = "distillation", "distillation.distillation_loss"
-_ONE_TEACHER = "hybridrl distils from one teacher, a HuggingFace forward in the actor workers (docs/algorithms.md)"
+_ONE_TEACHER = "hybridrl distils from one teacher, a HuggingFace forward in its workers (docs/algorithms.md)"
 _DISTILL = [
     _k(f"{_DL}.use_policy_gradient", "true (verl's default): the KL estimate is a per-token reward of a PPO-clipped "
        "policy-gradient update; false: it is backpropagated as a loss", "hybridrl backpropagates it as a loss "
@@ -444,9 +444,8 @@ _DISTILL = [
        "to [-10, 10], as for the KL loss, and the other estimators not at all", "remove the key", (10.0,)),
     _k(f"{_DL}.log_prob_min_clamp", "clamps both log-probs from below before the estimator (default -10)",
        "hybridrl does not clamp the log-probs", "remove the key (k3 itself is clamped to [-10, 10])", (None,)),
-    _k((f"{_D}.enable_resource_pool", f"{_D}.n_gpus_per_node", f"{_D}.nnodes", f"{_D}.teacher_model.num_replicas"),
-       "the teacher's own pool of GPUs", _ONE_TEACHER + " beside the policy, with no pool of its own", "remove the key",
-       (False, 0)),
+    _k(f"{_D}.teacher_model.num_replicas", "inference replicas of the teacher in its pool", "hybridrl runs one "
+       "teacher per worker of its pool", f"size the pool with {_D}.n_gpus_per_node and {_D}.nnodes", (0, None)),
     _k(f"{_D}.teacher_model.inference.*", "the teacher's inference engine (vLLM or SGLang)", _ONE_TEACHER,
        "remove the key; the teacher's forwards use actor_rollout_ref.ref.* (micro-batches, dtype, offload)", ANY),
     _k((f"{_D}.teacher_models.*", f"{_D}.teacher_key", f"{_D}.teacher_model.key"), "several teachers, each scoring the "

@@ -58,7 +58,7 @@ class RoleWorker:
         if "reference" in self.roles:
             self.reference = build_reference(cfg, self.policy)  # LoRA: the policy's module, adapter off
         if "teacher" in self.roles:
-            self.teacher = build_teacher(cfg, tokenizer, self.policy.module)
+            self.teacher = build_teacher(cfg, tokenizer)
         if "critic" in self.roles:
             self.critic = build_critic(cfg, self.total_steps, dp)
         if "reward_model" in self.roles:

@@ -34,15 +34,20 @@ def check_same_tokenizer(student, teacher, student_path: str, teacher_path: str)
                           "token ids, so both must share one tokenizer")
 
 
-def logits_size(module) -> int:
-    """How many logits the model computes per position (its output embedding's rows)."""
-    return int(module.get_output_embeddings().weight.shape[0])
+def logits_size(path: str, key: str = "actor_rollout_ref.model.path") -> int:
+    """How many logits the model in `path` computes per position: its config's vocab_size (the output embedding's
+    rows), read without loading the weights (a teacher in its own Ray pool has no student module beside it)."""
+    from transformers import AutoConfig
+
+    from hybridrl.models.loading import resolve_model_path
+
+    return int(AutoConfig.from_pretrained(resolve_model_path(path, key)).get_text_config().vocab_size)
 
 
-def check_logits_cover(student_module, teacher_module, vocab_len: int, student_path: str, teacher_path: str) -> None:
-    """Both models' logits must cover the tokenizer's ids; sizes may differ only in padding rows beyond it (Qwen
-    pads to a multiple of 64 or 128, per model size), which no sampled token reaches."""
-    s, t = logits_size(student_module), logits_size(teacher_module)
+def check_logits_cover(s: int, t: int, vocab_len: int, student_path: str, teacher_path: str) -> None:
+    """Both models' logits (s: the student's count per position, t: the teacher's) must cover the tokenizer's ids;
+    sizes may differ only in padding rows beyond it (Qwen pads to a multiple of 64 or 128, per model size), which no
+    sampled token reaches."""
     if s != t and min(s, t) < vocab_len:
         raise ConfigError(f"distillation.teacher_model.model_path={teacher_path} computes {t} logits per token and "
                           f"actor_rollout_ref.model.path={student_path} {s}, for a tokenizer of {vocab_len} tokens: "

@@ -149,7 +149,7 @@ def _roles(cfg: RLConfig, plan: BatchPlan, total: int, tokenizer, log) -> tuple:
     try:
         reference = build_reference(cfg, policy) if needs_reference(cfg) else None
         critic = build_critic(cfg, total) if needs_critic(cfg) else None
-        teacher = build_teacher(cfg, tokenizer, policy.module) if needs_teacher(cfg) else None
+        teacher = build_teacher(cfg, tokenizer) if needs_teacher(cfg) else None
     except BaseException:
         policy.close()  # the rollout engine's processes (vllm)
         raise

@@ -8,7 +8,7 @@ import pytest
 from hybridrl.config.levers import skips_zero_advantage, zero_advantage_note
 from hybridrl.config.loader import load_config
 from hybridrl.config.memory import estimate_memory
-from hybridrl.config.placement import describe_placement
+from hybridrl.config.placement import describe_placement, pool_roles, pool_sizes
 from hybridrl.config.schema import RLConfig
 from hybridrl.config.validate import validate_rl_config
 from hybridrl.errors import ConfigError
@@ -73,3 +73,28 @@ def test_the_teacher_is_placed_and_counted_in_the_memory_estimate():
     # tiny-arith's weights in fp32 once more on the actor worker (the teacher is a copy of the policy here)
     assert actor.resident["teacher weights"] == actor.resident["policy weights"] > 0
     assert "teacher weights" not in actor_base.resident
+
+
+POOL = ("distillation.enable_resource_pool=true", "distillation.n_gpus_per_node=1", "distillation.nnodes=1")
+
+
+def test_the_teacher_gets_its_own_ray_pool_when_asked():
+    beside = config(*ON, "trainer.backend=ray", "trainer.n_gpus_per_node=2")
+    assert pool_roles(beside) == {"actor": ("policy", "teacher")} and pool_sizes(beside) == {"actor": 2}
+    own = config(*ON, *POOL, "trainer.backend=ray", "trainer.n_gpus_per_node=2")
+    assert pool_roles(own) == {"actor": ("policy",), "teacher": ("teacher",)}
+    assert pool_sizes(own) == {"actor": 2, "teacher": 1}
+    assert "teacher pool: 1 worker(s), inference only" in describe_placement(own)
+    pools = {p.name: p for p in estimate_memory(own, validate_rl_config(own)).pools}
+    assert "teacher weights" in pools["teacher"].resident and "teacher weights" not in pools["actor"].resident
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (POOL, "distillation.enable_resource_pool=true but distillation.enabled=false"),
+    ((*ON, *POOL), "distillation.enable_resource_pool=true puts the teacher in its own worker processes, which needs "
+                   "trainer.backend=ray"),
+    ((*ON, "distillation.enable_resource_pool=true", "trainer.backend=ray"),
+     "distillation.enable_resource_pool=true needs distillation.n_gpus_per_node >= 1 and distillation.nnodes >= 1"),
+])
+def test_teacher_pool_checks(overrides, message):
+    assert message in refused(*overrides)

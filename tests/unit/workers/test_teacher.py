@@ -4,8 +4,6 @@ moves the student's log-probs toward a different teacher's; tokenizers and logit
 
 from __future__ import annotations
 
-import types
-
 import pytest
 import torch
 
@@ -16,7 +14,7 @@ from hybridrl.config.schema import RLConfig
 from hybridrl.config.validate import validate_rl_config
 from hybridrl.errors import ConfigError
 from hybridrl.models.loading import load_causal_lm, load_tokenizer
-from hybridrl.models.vocab_match import check_logits_cover, check_same_tokenizer
+from hybridrl.models.vocab_match import check_logits_cover, check_same_tokenizer, logits_size
 from hybridrl.rollout.base import SamplingParams
 from hybridrl.workers.build import build_policy, build_teacher
 
@@ -33,7 +31,7 @@ def _roles(student: str, teacher: str, *extra: str):
     plan = validate_rl_config(cfg)
     tokenizer = load_tokenizer(student)
     policy = build_policy(cfg, plan, tokenizer, total=10)
-    return policy, build_teacher(cfg, tokenizer, policy.module), tokenizer
+    return policy, build_teacher(cfg, tokenizer), tokenizer
 
 
 def _rollout(policy, tokenizer):
@@ -116,11 +114,8 @@ def test_another_tokenizer_is_one_line_naming_both_folders(tmp_path):
 
 
 def test_the_teachers_logits_must_cover_the_tokenizer():
-    def module(rows: int):
-        emb = types.SimpleNamespace(weight=torch.empty(rows, 1))
-        return types.SimpleNamespace(get_output_embeddings=lambda: emb)
-
-    check_logits_cover(module(320), module(320), 309, "s", "t")
-    check_logits_cover(module(320), module(384), 309, "s", "t")  # padding rows beyond the tokenizer differ: fine
+    assert logits_size("tiny-arith") == load_causal_lm("tiny-arith").get_output_embeddings().weight.shape[0]
+    check_logits_cover(320, 320, 309, "s", "t")
+    check_logits_cover(320, 384, 309, "s", "t")  # padding rows beyond the tokenizer differ: fine
     with pytest.raises(ConfigError, match="computes 300 logits per token and actor_rollout_ref.model.path=s 320"):
-        check_logits_cover(module(320), module(300), 309, "s", "t")
+        check_logits_cover(320, 300, 309, "s", "t")
