@@ -14,7 +14,14 @@ x_t = log π_s(a_t|s_t) - log π_t(a_t|s_t), the KL is estimated by one of the e
   x ∇ log π_s, whose expectation is ∇ KL(π_s || π_t), the reverse KL. This is Thinking Machines' per-token
   advantage -x in a REINFORCE update, on-policy.
 
-Everything here is a pure function of [N, T] tensors; the actor adds `distillation_loss` to its loss.
+Two ways into the update (verl's `use_policy_gradient`):
+- false (GKD): the estimate is backpropagated as a loss, `distillation_loss`;
+- true (Thinking Machines): the estimate, detached, is a per-token advantage -k_t of the actor's own policy loss
+  (ratio against π_old, clipped), `distillation_pg_loss`. Its gradient at ratio 1 is k_t ∇ log π_s: with k1 (x),
+  E_s[x ∇ log π_s] = ∇ KL(π_s || π_t), the same as `k1+` as a loss; with k3 as the reward it is
+  ∇ KL(π_s || π_t) - ∇ KL(π_t || π_s), which vanishes to second order near the teacher.
+
+Everything here is a pure function of [N, T] tensors; the actor adds the chosen term to its loss.
 """
 
 from __future__ import annotations
@@ -23,10 +30,14 @@ import torch
 from torch import Tensor
 
 from hybridrl.algos.kl import KL_ESTIMATORS, kl_penalty
+from hybridrl.algos.policy_losses import POLICY_LOSSES, PolicyLossParams
 from hybridrl.algos.reduce import LossScale, masked_mean, reduce_loss
 
 # estimators whose gradient as a loss ignores the teacher (d k1 / d log π_s = 1): nothing would be distilled
 NO_TEACHER_GRADIENT = ("k1", "kl")
+# estimators whose value as a per-token reward gives the reverse-KL gradient (E_s[x ∇ log π_s]); the '+' variants
+# differ from k1 only in their gradient, which a detached reward does not use
+UNBIASED_AS_REWARD = ("k1", "kl", "k1+", "kl+")
 
 
 def distillation_token_kl(log_probs: Tensor, teacher_log_probs: Tensor, estimator: str) -> Tensor:
@@ -40,6 +51,22 @@ def distillation_loss(log_probs: Tensor, teacher_log_probs: Tensor, mask: Tensor
     """The scalar distillation loss: the per-token estimate reduced with the actor's loss_agg_mode (`scale`: the
     whole mini-batch's counts, algos/reduce.py); mask [N, T] is 0 on padding and tool tokens."""
     return reduce_loss(distillation_token_kl(log_probs, teacher_log_probs, estimator), mask, agg_mode, scale)
+
+
+def distillation_advantages(log_probs: Tensor, teacher_log_probs: Tensor, estimator: str) -> Tensor:
+    """[N, T] per-token advantage -k_t of use_policy_gradient=true: the estimate of KL(π_s || π_t) at each sampled
+    token, detached (Thinking Machines, "On-Policy Distillation", 2025: reward = log π_t - log π_s)."""
+    return -distillation_token_kl(log_probs.detach(), teacher_log_probs, estimator)
+
+
+def distillation_pg_loss(log_probs: Tensor, old_log_probs: Tensor, teacher_log_probs: Tensor, mask: Tensor,
+                         estimator: str, policy_loss: str, params: PolicyLossParams, agg_mode: str,
+                         scale: LossScale | None = None) -> Tensor:
+    """The scalar policy-gradient distillation loss: the actor's policy loss (`policy_loss`, a POLICY_LOSSES name,
+    with its clip `params`) of the advantages -k_t, reduced with the actor's loss_agg_mode."""
+    advantages = distillation_advantages(log_probs, teacher_log_probs, estimator)
+    token = POLICY_LOSSES.get(policy_loss)(log_probs, old_log_probs, advantages, mask, params).loss
+    return reduce_loss(token, mask, agg_mode, scale)
 
 
 def teacher_metrics(log_probs: Tensor, teacher_log_probs: Tensor, mask: Tensor, estimator: str) -> dict[str, float]:

@@ -487,12 +487,15 @@ class TeacherModelConfig:
 
 @dataclass
 class DistillationLossConfig:
-    loss_mode: str = doc("k3", "per-token estimator of KL(student || teacher) on the student's samples, backpropagated "
-                               "as a loss (a KL estimator, see `hybridrl algos`): k3 (its gradient is forward KL's), "
-                               "k1+ / k3+ (gradient of reverse KL: the on-policy distillation signal); k1 is refused")
+    loss_mode: str = doc("k3", "per-token estimator of KL(student || teacher) on the student's samples (a KL "
+                               "estimator, see `hybridrl algos`); as a loss: k3 (its gradient is forward KL's), k1+ / "
+                               "k3+ (reverse KL's), k1 refused; as a reward (use_policy_gradient=true): k1")
     distillation_loss_coef: float = doc(1.0, "weight of the distillation loss added to the actor loss", ge=0)
     use_task_rewards: bool = doc(True, "keep the reward's advantages in the actor loss (false: pure distillation; "
                                        "rewards are still scored and logged, their advantages set to 0)")
+    use_policy_gradient: bool = doc(False, "the estimate (detached) is a per-token advantage -k_t of the actor's policy "
+                                           "loss, as Thinking Machines (use k1); false: backpropagated as a loss (GKD). "
+                                           "verl's default is true")
 
 
 @dataclass

@@ -13,7 +13,7 @@ import os
 from typing import Callable, Optional
 
 from hybridrl.algos.advantages import ADV_ESTIMATORS
-from hybridrl.algos.distill import NO_TEACHER_GRADIENT
+from hybridrl.algos.distill import NO_TEACHER_GRADIENT, UNBIASED_AS_REWARD
 from hybridrl.algos.kl import KL_ESTIMATORS
 from hybridrl.algos.policy_losses import POLICY_LOSSES
 from hybridrl.algos.reduce import LOSS_AGG_MODES
@@ -383,10 +383,11 @@ def _check_distillation(cfg: RLConfig) -> None:
         KL_ESTIMATORS.entry(dl.loss_mode, "distillation.distillation_loss.loss_mode")
     except ConfigError as e:
         problems.extend(messages_of(e))
-    if dl.loss_mode in NO_TEACHER_GRADIENT:
+    if dl.loss_mode in NO_TEACHER_GRADIENT and not dl.use_policy_gradient:
         problems.append(f"distillation.distillation_loss.loss_mode={dl.loss_mode}: as a loss, k1's gradient "
                         "(∇ log π) does not depend on the teacher, so nothing is distilled; use k1+ (value of k1, "
-                        "gradient of reverse KL) or k3")
+                        "gradient of reverse KL) or k3, or distillation.distillation_loss.use_policy_gradient=true "
+                        "(k1 as a per-token reward, verl's default)")
     if not dl.use_task_rewards and dl.distillation_loss_coef == 0:
         problems.append("distillation.distillation_loss.use_task_rewards=false with distillation_loss_coef=0 leaves "
                         "nothing to train; raise distillation.distillation_loss.distillation_loss_coef (e.g. 1.0)")
@@ -411,6 +412,11 @@ def _check_dapo(cfg: RLConfig) -> None:
 def config_warnings(cfg: RLConfig) -> list[str]:
     """Legal but probably unintended settings, logged at start-up."""
     out = []
+    dl = cfg.distillation.distillation_loss
+    if cfg.distillation.enabled and dl.use_policy_gradient and dl.loss_mode not in UNBIASED_AS_REWARD:
+        out.append(f"distillation.distillation_loss.use_policy_gradient=true with loss_mode={dl.loss_mode}: as a "
+                   "per-token reward only k1 gives the gradient of KL(student || teacher); "
+                   f"{dl.loss_mode}'s is biased (k3's vanishes near the teacher); set loss_mode=k1 (docs/algorithms.md)")
     if cfg.algorithm.use_kl_in_reward and cfg.actor_rollout_ref.actor.use_kl_loss:
         out.append("algorithm.use_kl_in_reward=true and actor_rollout_ref.actor.use_kl_loss=true both penalize "
                    "KL to the reference, so it is counted twice; usually one is meant (PPO-RLHF: in the reward; "

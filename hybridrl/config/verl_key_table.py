@@ -431,13 +431,11 @@ _TRAINER = [
 _D, _DL = "distillation", "distillation.distillation_loss"
 _ONE_TEACHER = "hybridrl distils from one teacher, a HuggingFace forward in its workers (docs/algorithms.md)"
 _DISTILL = [
-    _k(f"{_DL}.use_policy_gradient", "true (verl's default): the KL estimate is a per-token reward of a PPO-clipped "
-       "policy-gradient update; false: it is backpropagated as a loss", "hybridrl backpropagates it as a loss "
-       "(verl's false)", f"remove the key; {_DL}.loss_mode=k1+ gives the policy-gradient direction (log π_s - log π_t) "
-       "x grad log π_s on-policy, without the clipping", (False,)),
-    _k((f"{_DL}.policy_loss_mode", f"{_DL}.clip_ratio", f"{_DL}.clip_ratio_low", f"{_DL}.clip_ratio_high"),
-       "the policy loss of use_policy_gradient=true", "unused: hybridrl backpropagates the distillation loss",
-       "remove the key", ANY),
+    _k(f"{_DL}.policy_loss_mode", "the policy loss of use_policy_gradient=true", "hybridrl uses the actor's",
+       "set actor_rollout_ref.actor.policy_loss.loss_mode", ("vanilla",)),
+    _k((f"{_DL}.clip_ratio", f"{_DL}.clip_ratio_low", f"{_DL}.clip_ratio_high"), "the clip range of "
+       "use_policy_gradient=true", "hybridrl uses the actor's", "set actor_rollout_ref.actor.clip_ratio (_low, _high)",
+       (0.2,)),
     _k((f"{_DL}.topk", f"{_DL}.kd_temperature"), "settings of the top-k and full-vocabulary losses (forward_kl_topk, "
        "jsd_topk)", "hybridrl's distillation losses are the sampled-token KL estimators", "remove the key", ANY),
     _k(f"{_DL}.loss_max_clamp", "clamps the per-token distillation loss from above (default 10)", "hybridrl clamps k3 "

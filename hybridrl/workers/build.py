@@ -113,7 +113,8 @@ def build_policy(cfg: RLConfig, plan: BatchPlan, tokenizer, total: int, dp: Data
         layout=policy_layout(cfg, module), max_tokens=actor_update_batching(cfg, 1).max_tokens,
         log_prob_max_tokens=log_prob_batching(cfg).max_tokens, skip_zero_advantage=skips_zero_advantage(cfg),
         distill_loss_mode=cfg.distillation.distillation_loss.loss_mode if cfg.distillation.enabled else None,
-        distill_coef=cfg.distillation.distillation_loss.distillation_loss_coef)
+        distill_coef=cfg.distillation.distillation_loss.distillation_loss_coef,
+        distill_policy_gradient=cfg.distillation.distillation_loss.use_policy_gradient)
     return Policy(module, optimizer, scheduler, engine, settings, seed=cfg.trainer.seed, sharding=sharding)
 
 

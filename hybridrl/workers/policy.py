@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from hybridrl.algos.distill import distillation_loss
+from hybridrl.algos.distill import distillation_loss, distillation_pg_loss
 from hybridrl.algos.kl import kl_penalty
 from hybridrl.algos.policy_losses import POLICY_LOSSES, PolicyLossParams
 from hybridrl.algos.reduce import LossScale, reduce_loss
@@ -51,6 +51,7 @@ class UpdateSettings:
     skip_zero_advantage: bool = False  # leave zero-advantage rows out of the update (only set where exact)
     distill_loss_mode: str | None = None  # distillation.distillation_loss.loss_mode; None: no distillation loss
     distill_coef: float = 1.0  # distillation.distillation_loss.distillation_loss_coef
+    distill_policy_gradient: bool = False  # distillation.distillation_loss.use_policy_gradient (algos/distill.py)
 
     @property
     def update_batching(self) -> MicroBatching:
@@ -207,8 +208,11 @@ class Policy(UpdatingWorker[TrainBatch]):
             loss = loss + s.kl_loss_coef * kl
             stats["actor/kl_loss"] = kl.item()
         if s.distill_loss_mode is not None:  # on-policy distillation: KL(π || π_teacher) on the sampled tokens
-            distill = distillation_loss(log_probs, micro.teacher_log_probs, mask, s.distill_loss_mode, s.loss_agg_mode,
-                                        scale)
+            distill = (distillation_pg_loss(log_probs, old, micro.teacher_log_probs, mask, s.distill_loss_mode,
+                                            s.loss_mode, s.loss_params, s.loss_agg_mode, scale)
+                       if s.distill_policy_gradient else
+                       distillation_loss(log_probs, micro.teacher_log_probs, mask, s.distill_loss_mode, s.loss_agg_mode,
+                                         scale))
             loss = loss + s.distill_coef * distill
             stats["actor/distill_loss"] = distill.item()
         # How far the engine's sampling probabilities are from the trainer's π_old (verl's names).

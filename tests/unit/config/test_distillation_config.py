@@ -98,3 +98,14 @@ def test_the_teacher_gets_its_own_ray_pool_when_asked():
 ])
 def test_teacher_pool_checks(overrides, message):
     assert message in refused(*overrides)
+
+
+def test_k1_is_the_reward_of_the_policy_gradient_mode_and_other_rewards_warn():
+    from hybridrl.config.validate import config_warnings
+
+    pg = config(*ON, "distillation.distillation_loss.use_policy_gradient=true", "distillation.distillation_loss.loss_mode=k1")
+    assert config_warnings(pg) == []
+    k3 = config(*ON, "distillation.distillation_loss.use_policy_gradient=true")
+    (warning,) = config_warnings(k3)
+    assert "use_policy_gradient=true with loss_mode=k3" in warning and "set loss_mode=k1" in warning
+    assert config_warnings(config(*ON)) == []  # k3 as a loss: no warning

@@ -79,10 +79,12 @@ def perturbed_student(tmp_path_factory) -> str:
     return str(out)
 
 
-@pytest.mark.parametrize("estimator", ["k3", "k3+"])
-def test_distillation_alone_moves_the_students_log_probs_toward_the_teacher(perturbed_student, estimator):
+@pytest.mark.parametrize("estimator, policy_gradient", [("k3", False), ("k3+", False), ("k1", True)])
+def test_distillation_alone_moves_the_students_log_probs_toward_the_teacher(perturbed_student, estimator,
+                                                                            policy_gradient):
     policy, teacher, tokenizer = _roles(perturbed_student, "tiny-arith",
-                                        f"distillation.distillation_loss.loss_mode={estimator}")
+                                        f"distillation.distillation_loss.loss_mode={estimator}",
+                                        f"distillation.distillation_loss.use_policy_gradient={policy_gradient}")
     rollout = _rollout(policy, tokenizer)
     seqs, mask = rollout.sequences(), rollout.response_mask
     teacher_lp = teacher.log_probs(seqs)
