@@ -37,9 +37,12 @@ def teacher_dir(tmp_path_factory) -> str:
     return str(out)
 
 
-def test_a_distillation_run_trains_every_weight_with_finite_metrics(arith_data, tmp_path, teacher_dir):
+@pytest.mark.parametrize("mode", [[], ["distillation.distillation_loss.use_policy_gradient=true",
+                                         "distillation.distillation_loss.loss_mode=k1"]], ids=["loss", "policy_gradient"])
+def test_a_distillation_run_trains_every_weight_with_finite_metrics(arith_data, tmp_path, teacher_dir, mode):
     before = {}
-    run, summary = train(overrides(arith_data, tmp_path, 2, *DISTILL, f"distillation.teacher_model.model_path={teacher_dir}"),
+    run, summary = train(overrides(arith_data, tmp_path, 2, *DISTILL, f"distillation.teacher_model.model_path={teacher_dir}",
+                                   *mode),
                          before_fit=lambda r: before.update({n: p.detach().clone()
                                                              for n, p in r.policy.module.named_parameters()}))
     assert summary.steps == 2
