@@ -79,6 +79,7 @@ class TrainBatch:
     rollout_log_probs: Tensor  # [N, T] from the rollout engine, for the mismatch metric
     old_log_probs: Optional[Tensor]  # [N, T] log π_old; None when on-policy (the update's first forward is π_old)
     ref_log_probs: Optional[Tensor]  # [N, T] log π_ref; None unless a KL loss is used
+    teacher_log_probs: Optional[Tensor] = None  # [N, T] log π_teacher of the sampled tokens; None unless distilling
 
 
 def _map_fields(batch: B, on_tensor, on_list) -> B:

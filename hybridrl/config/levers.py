@@ -221,7 +221,7 @@ def _zero_advantage_reason(cfg: RLConfig) -> Optional[str]:
     from hybridrl.algos.zero_advantage import why_not_exact
 
     a = cfg.actor_rollout_ref.actor
-    return why_not_exact(a.policy_loss.loss_mode, a.entropy_coeff, a.use_kl_loss)
+    return why_not_exact(a.policy_loss.loss_mode, a.entropy_coeff, a.use_kl_loss, cfg.distillation.enabled)
 
 
 def zero_advantage_note(cfg: RLConfig) -> Optional[str]:

@@ -54,7 +54,7 @@ from hybridrl.config.memory_phases import (
 )
 from hybridrl.config.memory_terms import BF16, FP32, ModelDims
 from hybridrl.config.plan import BatchPlan
-from hybridrl.config.roles import critic_batch_plan, needs_critic, needs_reference
+from hybridrl.config.roles import critic_batch_plan, needs_critic, needs_reference, needs_teacher
 from hybridrl.config.schema import RLConfig
 from hybridrl.errors import ConfigError
 
@@ -334,8 +334,23 @@ def _reference(cfg: RLConfig, d: ModelDims, rows: int, adapter) -> tuple[dict[st
                             batching, rows, s)
 
 
+def _teacher(cfg: RLConfig, rows: int) -> tuple[dict[str, int], Phase]:
+    """The frozen distillation teacher (workers/build.py build_teacher): its own weights, at the reference's
+    ref.fsdp_config.model_dtype, and its log-prob pass, batched by the reference's keys."""
+    d = _dims(cfg.distillation.teacher_model.model_path, "distillation.teacher_model.model_path")
+    f, (s, t), batching = reference_forward(cfg, d), _lengths(cfg), ref_batching(cfg)
+    parts = forward_parts(f, d, micro_rows(batching, rows, s), cfg.actor_rollout_ref.rollout.n, s - t, t)
+    return ({"teacher weights": (BF16 if f.bf16_weights else FP32) * d.params},
+            _phase("teacher log-probs", parts, "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu", batching, rows, s))
+
+
+def _teacher_pooled(cfg: RLConfig) -> bool:
+    """The teacher has its own Ray pool (distillation.enable_resource_pool), not a place in the actor's."""
+    return cfg.trainer.backend != "local" and cfg.distillation.enable_resource_pool
+
+
 def _policy_parts(cfg: RLConfig, plan: BatchPlan) -> tuple[dict[str, int], tuple[Phase, ...]]:
-    """Policy, reference, and (placed with them) critic and in-process reward model of one policy worker."""
+    """Policy, reference, teacher, and (placed with them) critic and in-process reward model of one policy worker."""
 
     arr, world, (s, t) = cfg.actor_rollout_ref, plan.world_size, _lengths(cfg)
     d = _dims(arr.model.path, "actor_rollout_ref.model.path")
@@ -355,6 +370,10 @@ def _policy_parts(cfg: RLConfig, plan: BatchPlan) -> tuple[dict[str, int], tuple
         ref_resident, ref_phase = _reference(cfg, d, rows, adapter)
         resident.update(ref_resident)
         phases.append(ref_phase)
+    if needs_teacher(cfg) and not _teacher_pooled(cfg):
+        teacher_resident, teacher_phase = _teacher(cfg, rows)
+        resident.update(teacher_resident)
+        phases.append(teacher_phase)
     phases += [_update_phase("policy", "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu", d, plan, shards,
                              actor_update_batching(cfg, plan.micro_batch_responses_per_worker), f, True, cfg),
                _optimizer_phase("policy", d, shards, cfg.trainer.device, adapter)]
@@ -371,7 +390,8 @@ def _policy_parts(cfg: RLConfig, plan: BatchPlan) -> tuple[dict[str, int], tuple
 
 def _processes_per_node(cfg: RLConfig) -> int:
     """Processes sharing one node's RAM: a node's policy workers, the critic pool's share of the nodes
-    (all of it when nnodes=1), a node of the reward-model pool, and the driver when it holds the reward model."""
+    (all of it when nnodes=1), a node of the reward-model pool, the driver when it holds the reward model, and a
+    node of the teacher pool."""
 
     tr, rm = cfg.trainer, cfg.reward_model
     if tr.backend == "local":
@@ -381,6 +401,8 @@ def _processes_per_node(cfg: RLConfig) -> int:
         n += -(-cfg.critic.n_workers // tr.nnodes)
     if rm.enable:
         n += max(1, rm.n_gpus_per_node) if rm.enable_resource_pool else 1
+    if needs_teacher(cfg) and _teacher_pooled(cfg):
+        n += max(1, cfg.distillation.n_gpus_per_node)
     return n
 
 
@@ -424,6 +446,11 @@ def estimate_memory(cfg: RLConfig, plan: BatchPlan) -> MemoryReport:
         resident, phases = _reward_parts(cfg, workers)
         pools.append(PoolMemory("reward_model" if pooled else "driver (reward model)", workers,
                                 _runtime(device) | resident, tuple(phases), *_budget(cfg, device, procs)))
+    if needs_teacher(cfg) and _teacher_pooled(cfg):
+        workers = max(1, cfg.distillation.n_gpus_per_node * cfg.distillation.nnodes)
+        resident, phase = _teacher(cfg, -(-plan.responses_per_step // workers))
+        pools.append(PoolMemory("teacher", workers, _runtime(tr.device) | resident, (phase,),
+                                *_budget(cfg, tr.device, procs)))
     return MemoryReport(tuple(pools))
 
 

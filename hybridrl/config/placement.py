@@ -4,23 +4,26 @@ By default every role shares the actor pool, `trainer.n_gpus_per_node * trainer.
 (verl's hybrid engine: rank r of the policy, reference and critic in worker r). A role can get its
 own pool: the critic with `critic.n_workers`, the reward model with
 `reward_model.enable_resource_pool` (`reward_model.n_gpus_per_node * reward_model.nnodes` workers;
-otherwise it scores in the driver). Each pool is its own data-parallel process group.
+otherwise it scores in the driver), the distillation teacher with `distillation.enable_resource_pool`
+(`distillation.n_gpus_per_node * distillation.nnodes` workers; otherwise in the actor pool). Each pool is its own data-parallel process group.
 """
 
 from __future__ import annotations
 
 from hybridrl.config.schema import RLConfig
-from hybridrl.config.validate import needs_critic, needs_reference
+from hybridrl.config.validate import needs_critic, needs_reference, needs_teacher
 
 
 def pool_sizes(cfg: RLConfig) -> dict[str, int]:
-    """Workers per pool: `actor`, and `critic` / `reward_model` when they have their own."""
-    tr, rm = cfg.trainer, cfg.reward_model
+    """Workers per pool: `actor`, and `critic` / `reward_model` / `teacher` when they have their own."""
+    tr, rm, dist = cfg.trainer, cfg.reward_model, cfg.distillation
     sizes = {"actor": tr.n_gpus_per_node * tr.nnodes}
     if needs_critic(cfg) and cfg.critic.n_workers is not None:
         sizes["critic"] = cfg.critic.n_workers
     if rm.enable and rm.enable_resource_pool:
         sizes["reward_model"] = rm.n_gpus_per_node * rm.nnodes
+    if needs_teacher(cfg) and dist.enable_resource_pool:
+        sizes["teacher"] = dist.n_gpus_per_node * dist.nnodes
     return sizes
 
 
@@ -28,11 +31,15 @@ def pool_roles(cfg: RLConfig) -> dict[str, tuple[str, ...]]:
     """The roles each pool's workers host."""
     sizes = pool_sizes(cfg)
     own_critic = "critic" in sizes
-    roles = {"actor": ("policy",) + ("reference",) * needs_reference(cfg) + ("critic",) * (needs_critic(cfg) and not own_critic)}
+    roles = {"actor": ("policy",) + ("reference",) * needs_reference(cfg)
+             + ("teacher",) * (needs_teacher(cfg) and "teacher" not in sizes)
+             + ("critic",) * (needs_critic(cfg) and not own_critic)}
     if own_critic:
         roles["critic"] = ("critic",)
     if "reward_model" in sizes:
         roles["reward_model"] = ("reward_model",)
+    if "teacher" in sizes:
+        roles["teacher"] = ("teacher",)
     return roles
 
 
@@ -40,7 +47,7 @@ def describe_placement(cfg: RLConfig) -> str:
     """Every role in this process (local), or each pool's workers with their ranks and nodes (ray)."""
     tr, rm = cfg.trainer, cfg.reward_model
     names = {"policy": f"policy (actor + {cfg.actor_rollout_ref.rollout.name} rollout engine)", "reference": "reference",
-             "critic": "critic", "reward_model": "reward model"}
+             "teacher": "distillation teacher", "critic": "critic", "reward_model": "reward model"}
     if tr.backend == "local":
         held = [names[r] for r in pool_roles(cfg)["actor"]] + ["reward model"] * rm.enable
         return f"placement: backend=local, one process holds {', '.join(held)}"
@@ -50,9 +57,10 @@ def describe_placement(cfg: RLConfig) -> str:
              f"{driver} and the loop"]
     # workers per node: the actor and reward-model pools are laid out by their n_gpus_per_node; Ray
     # places the critic pool's workers wherever CPUs (GPUs) are free
-    per_node = {"actor": tr.n_gpus_per_node, "reward_model": rm.n_gpus_per_node}
+    per_node = {"actor": tr.n_gpus_per_node, "reward_model": rm.n_gpus_per_node,
+                "teacher": cfg.distillation.n_gpus_per_node}
     what = {"actor": f"strategy {cfg.actor_rollout_ref.actor.strategy}", "critic": f"strategy {cfg.critic.strategy}",
-            "reward_model": "inference only"}
+            "reward_model": "inference only", "teacher": "inference only"}
     for pool, size in sizes.items():
         lines.append(f"  {pool} pool: {size} worker(s), {what[pool]}")
         for r in range(size):

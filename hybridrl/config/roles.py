@@ -14,6 +14,11 @@ def needs_reference(cfg: RLConfig) -> bool:
     return cfg.actor_rollout_ref.actor.use_kl_loss or cfg.algorithm.use_kl_in_reward
 
 
+def needs_teacher(cfg: RLConfig) -> bool:
+    """A frozen teacher model is built only for on-policy distillation."""
+    return cfg.distillation.enabled
+
+
 def needs_critic(cfg: RLConfig) -> bool:
     """A critic is built only for estimators that use values (gae)."""
     return bool(ADV_ESTIMATORS.entry(cfg.algorithm.adv_estimator).meta.get("needs_critic", False))

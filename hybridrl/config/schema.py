@@ -497,6 +497,39 @@ class RayKwargsConfig:
 
 
 @dataclass
+class TeacherModelConfig:
+    model_path: Optional[str] = doc(None, "HF folder of the frozen teacher that scores the student's samples "
+                                          "(distillation.enabled=true); its tokenizer must equal the policy's")
+
+
+@dataclass
+class DistillationLossConfig:
+    loss_mode: str = doc("k3", "per-token estimator of KL(student || teacher) on the student's samples (a KL "
+                               "estimator, see `hybridrl algos`); as a loss: k3 (its gradient is forward KL's), k1+ / "
+                               "k3+ (reverse KL's), k1 refused; as a reward (use_policy_gradient=true): k1")
+    distillation_loss_coef: float = doc(1.0, "weight of the distillation loss added to the actor loss", ge=0)
+    use_task_rewards: bool = doc(True, "keep the reward's advantages in the actor loss (false: pure distillation; "
+                                       "rewards are still scored and logged, their advantages set to 0)")
+    use_policy_gradient: bool = doc(False, "the estimate (detached) is a per-token advantage -k_t of the actor's policy "
+                                           "loss, as Thinking Machines (use k1); false: backpropagated as a loss (GKD). "
+                                           "verl's default is true")
+
+
+@dataclass
+class DistillationConfig:
+    """verl's `distillation` section (on-policy distillation, docs/algorithms.md): a frozen teacher
+    scores the student's own samples and the actor loss adds their per-token KL."""
+
+    enabled: bool = doc(False, "on-policy distillation from distillation.teacher_model.model_path")
+    enable_resource_pool: bool = doc(False, "backend=ray: the teacher in its own pool of distillation.n_gpus_per_node * "
+                                            "distillation.nnodes workers (false: rank r beside the policy's rank r)")
+    n_gpus_per_node: int = doc(0, "teacher workers per node (enable_resource_pool=true)", ge=0)
+    nnodes: int = doc(0, "nodes of the teacher pool (enable_resource_pool=true)", ge=0)
+    teacher_model: TeacherModelConfig = field(default_factory=TeacherModelConfig)
+    distillation_loss: DistillationLossConfig = field(default_factory=DistillationLossConfig)
+
+
+@dataclass
 class RLConfig:
     data: DataConfig = field(default_factory=DataConfig)
     actor_rollout_ref: ActorRolloutRefConfig = field(default_factory=ActorRolloutRefConfig)
@@ -504,6 +537,7 @@ class RLConfig:
     reward_model: RewardModelConfig = field(default_factory=RewardModelConfig)
     custom_reward_function: CustomRewardFunctionConfig = field(default_factory=CustomRewardFunctionConfig)
     algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
+    distillation: DistillationConfig = field(default_factory=DistillationConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
     ray_kwargs: RayKwargsConfig = field(default_factory=RayKwargsConfig)
 

@@ -13,6 +13,7 @@ import os
 from typing import Callable, Optional
 
 from hybridrl.algos.advantages import ADV_ESTIMATORS
+from hybridrl.algos.distill import NO_TEACHER_GRADIENT, UNBIASED_AS_REWARD
 from hybridrl.algos.kl import KL_ESTIMATORS
 from hybridrl.algos.policy_losses import POLICY_LOSSES
 from hybridrl.algos.reduce import LOSS_AGG_MODES
@@ -20,7 +21,14 @@ from hybridrl.algos.rollout_correction import ROLLOUT_IS, ROLLOUT_RS
 from hybridrl.config.derive import derive_micro_batches
 from hybridrl.config.levers import check_levers, resolve_backend
 from hybridrl.config.plan import BatchPlan
-from hybridrl.config.roles import actor_plan, critic_batch_plan, critic_world_size, needs_critic, needs_reference  # noqa: F401
+from hybridrl.config.roles import (  # noqa: F401
+    actor_plan,
+    critic_batch_plan,
+    critic_world_size,
+    needs_critic,
+    needs_reference,
+    needs_teacher,
+)
 from hybridrl.config.schema import CriticModelConfig, ModelConfig, RLConfig
 from hybridrl.errors import ConfigError, messages_of, raise_all
 from hybridrl.trainer.tracking import check_loggers
@@ -137,7 +145,7 @@ def check_rl_config(cfg: RLConfig, problems: Problems) -> Optional[BatchPlan]:
     alg, actor = cfg.algorithm, cfg.actor_rollout_ref.actor
     resolve_backend(cfg)  # auto -> local | ray, before anything reads it
     for fn in (_check_custom_reward_file, _check_reward, _check_checkpointing, _check_multi_turn, _check_sampling, _check_kl_in_reward, _check_dapo,
-               _check_vllm):
+               _check_vllm, _check_distillation):
         check(fn, cfg)
     check(check_loggers, cfg.trainer.logger)
     check(LOSS_AGG_MODES.entry, actor.loss_agg_mode)
@@ -149,11 +157,13 @@ def check_rl_config(cfg: RLConfig, problems: Problems) -> Optional[BatchPlan]:
     batches_ok = check(_check_estimator, cfg)
     for fn in (_check_backend, _check_lora_sections):
         check(fn, cfg)
-    check(check_levers, cfg, needs_critic(cfg), needs_reference(cfg))
+    # the teacher's log-prob pass is batched by the reference's keys (workers/build.py build_teacher)
+    ref_pass = needs_reference(cfg) or needs_teacher(cfg)
+    check(check_levers, cfg, needs_critic(cfg), ref_pass)
     if not batches_ok or problems.errors:  # the memory fit reads every role's settings: only a valid config
         return None
     try:
-        return derive_micro_batches(cfg, needs_critic(cfg), needs_reference(cfg))
+        return derive_micro_batches(cfg, needs_critic(cfg), ref_pass)
     except ConfigError as e:
         problems.errors.extend(messages_of(e))
         return None
@@ -330,6 +340,24 @@ def _check_pools(cfg: RLConfig) -> None:
             raise ConfigError(f"reward_model.enable_resource_pool=true needs reward_model.n_gpus_per_node >= 1 and "
                               f"reward_model.nnodes >= 1 (got {rm.n_gpus_per_node} and {rm.nnodes}), e.g. "
                               "reward_model.n_gpus_per_node=1 reward_model.nnodes=1")
+    _check_teacher_pool(cfg)
+
+
+def _check_teacher_pool(cfg: RLConfig) -> None:
+    """distillation.enable_resource_pool: the teacher's own workers, as the reward model's."""
+    d = cfg.distillation
+    if not d.enable_resource_pool:
+        return
+    if not d.enabled:
+        raise ConfigError("distillation.enable_resource_pool=true but distillation.enabled=false: there is no teacher "
+                          "to place; set distillation.enabled=true or remove enable_resource_pool")
+    if cfg.trainer.backend != "ray":
+        raise ConfigError("distillation.enable_resource_pool=true puts the teacher in its own worker processes, which "
+                          "needs trainer.backend=ray; set it, or remove enable_resource_pool")
+    if d.n_gpus_per_node < 1 or d.nnodes < 1:
+        raise ConfigError(f"distillation.enable_resource_pool=true needs distillation.n_gpus_per_node >= 1 and "
+                          f"distillation.nnodes >= 1 (got {d.n_gpus_per_node} and {d.nnodes}), e.g. "
+                          "distillation.n_gpus_per_node=1 distillation.nnodes=1")
 
 
 def _check_kl_in_reward(cfg: RLConfig) -> None:
@@ -337,6 +365,35 @@ def _check_kl_in_reward(cfg: RLConfig) -> None:
     if not alg.use_kl_in_reward:
         return
     KL_ESTIMATORS.entry(alg.kl_penalty, "algorithm.kl_penalty")
+
+
+def _check_distillation(cfg: RLConfig) -> None:
+    """distillation.*: a teacher when enabled, none when not, an estimator whose gradient reads the teacher, and
+    something left to train."""
+    dist = cfg.distillation
+    dl, path = dist.distillation_loss, dist.teacher_model.model_path
+    if not dist.enabled:
+        if path is not None:
+            raise ConfigError(f"distillation.teacher_model.model_path={path} is set but distillation.enabled=false; set "
+                              "distillation.enabled=true to distil from it, or drop the path")
+        return
+    problems = []
+    if path is None:
+        problems.append("distillation.enabled=true needs a teacher: set distillation.teacher_model.model_path to a "
+                        "HuggingFace folder whose tokenizer is the policy's")
+    try:
+        KL_ESTIMATORS.entry(dl.loss_mode, "distillation.distillation_loss.loss_mode")
+    except ConfigError as e:
+        problems.extend(messages_of(e))
+    if dl.loss_mode in NO_TEACHER_GRADIENT and not dl.use_policy_gradient:
+        problems.append(f"distillation.distillation_loss.loss_mode={dl.loss_mode}: as a loss, k1's gradient "
+                        "(∇ log π) does not depend on the teacher, so nothing is distilled; use k1+ (value of k1, "
+                        "gradient of reverse KL) or k3, or distillation.distillation_loss.use_policy_gradient=true "
+                        "(k1 as a per-token reward, verl's default)")
+    if not dl.use_task_rewards and dl.distillation_loss_coef == 0:
+        problems.append("distillation.distillation_loss.use_task_rewards=false with distillation_loss_coef=0 leaves "
+                        "nothing to train; raise distillation.distillation_loss.distillation_loss_coef (e.g. 1.0)")
+    raise_all(problems)
 
 
 def _check_dapo(cfg: RLConfig) -> None:
@@ -357,6 +414,11 @@ def _check_dapo(cfg: RLConfig) -> None:
 def config_warnings(cfg: RLConfig) -> list[str]:
     """Legal but probably unintended settings, logged at start-up."""
     out = []
+    dl = cfg.distillation.distillation_loss
+    if cfg.distillation.enabled and dl.use_policy_gradient and dl.loss_mode not in UNBIASED_AS_REWARD:
+        out.append(f"distillation.distillation_loss.use_policy_gradient=true with loss_mode={dl.loss_mode}: as a "
+                   "per-token reward only k1 gives the gradient of KL(student || teacher); "
+                   f"{dl.loss_mode}'s is biased (k3's vanishes near the teacher); set loss_mode=k1 (docs/algorithms.md)")
     if cfg.algorithm.use_kl_in_reward and cfg.actor_rollout_ref.actor.use_kl_loss:
         out.append("algorithm.use_kl_in_reward=true and actor_rollout_ref.actor.use_kl_loss=true both penalize "
                    "KL to the reference, so it is counted twice; usually one is meant (PPO-RLHF: in the reward; "

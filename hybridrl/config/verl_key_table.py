@@ -424,5 +424,27 @@ _TRAINER = [
        "while training", (None,)),
 ]
 
+_D, _DL = "distillation", "distillation.distillation_loss"
+_ONE_TEACHER = "hybridrl distils from one teacher, a HuggingFace forward in its workers (docs/algorithms.md)"
+_DISTILL = [
+    _k(f"{_DL}.policy_loss_mode", "the policy loss of use_policy_gradient=true", "hybridrl uses the actor's",
+       "set actor_rollout_ref.actor.policy_loss.loss_mode", ("vanilla",)),
+    _k((f"{_DL}.clip_ratio", f"{_DL}.clip_ratio_low", f"{_DL}.clip_ratio_high"), "the clip range of "
+       "use_policy_gradient=true", "hybridrl uses the actor's", "set actor_rollout_ref.actor.clip_ratio (_low, _high)",
+       (0.2,)),
+    _k((f"{_DL}.topk", f"{_DL}.kd_temperature"), "settings of the top-k and full-vocabulary losses (forward_kl_topk, "
+       "jsd_topk)", "hybridrl's distillation losses are the sampled-token KL estimators", "remove the key", ANY),
+    _k(f"{_DL}.loss_max_clamp", "clamps the per-token distillation loss from above (default 10)", "hybridrl clamps k3 "
+       "to [-10, 10], as for the KL loss, and the other estimators not at all", "remove the key", (10.0,)),
+    _k(f"{_DL}.log_prob_min_clamp", "clamps both log-probs from below before the estimator (default -10)",
+       "hybridrl does not clamp the log-probs", "remove the key (k3 itself is clamped to [-10, 10])", (None,)),
+    _k(f"{_D}.teacher_model.num_replicas", "inference replicas of the teacher in its pool", "hybridrl runs one "
+       "teacher per worker of its pool", f"size the pool with {_D}.n_gpus_per_node and {_D}.nnodes", (0, None)),
+    _k(f"{_D}.teacher_model.inference.*", "the teacher's inference engine (vLLM or SGLang)", _ONE_TEACHER,
+       "remove the key; the teacher's forwards use actor_rollout_ref.ref.* (micro-batches, dtype, offload)", ANY),
+    _k((f"{_D}.teacher_models.*", f"{_D}.teacher_key", f"{_D}.teacher_model.key"), "several teachers, each scoring the "
+       "rows of its data_source", _ONE_TEACHER, f"set {_D}.teacher_model.model_path", ("data_source", None)),
+]
+
 TABLE: tuple[VerlKey, ...] = tuple(_LEGACY + _GROUPS + _OPTIM + _FSDP + _MODEL + _ROLE + _ROLLOUT + _DATA + _REWARD
-                                   + _ALGORITHM + _TRAINER)
+                                   + _ALGORITHM + _TRAINER + _DISTILL)

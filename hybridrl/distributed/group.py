@@ -3,7 +3,7 @@
 `RayRoles` starts (or joins) a Ray cluster and its resource pools: the actor pool, one `RoleWorker`
 per data-parallel rank (`trainer.n_gpus_per_node * trainer.nnodes`) hosting the policy, reference
 and critic (the hybrid engine), plus a critic pool (`critic.n_workers`) and a reward-model pool
-(`reward_model.enable_resource_pool`) when asked for. Each pool is one torch.distributed process
+(`reward_model.enable_resource_pool`) and a teacher pool (`distillation.enable_resource_pool`) when asked for. Each pool is one torch.distributed process
 group (gloo on CPU; gloo for CPU tensors and NCCL for CUDA ones on GPU). It exposes `policy`,
 `reference`, `critic` and `reward_model` groups with the same typed methods as the local roles:
 the driver loop does not know which backend it runs on. Each group method splits its batch by
@@ -34,7 +34,7 @@ from hybridrl.config.levers import (
 )
 from hybridrl.config.placement import pool_roles, pool_sizes
 from hybridrl.config.schema import RLConfig
-from hybridrl.config.validate import critic_batch_plan, needs_critic, needs_reference
+from hybridrl.config.validate import critic_batch_plan, needs_critic, needs_reference, needs_teacher
 from hybridrl.distributed.worker import RoleWorker
 from hybridrl.errors import ConfigError, HybridRLError
 from hybridrl.models.flops import ModelShape
@@ -89,7 +89,7 @@ def shard_rows(n: int, world: int) -> list[torch.Tensor]:
 
 class WorkerPool:
     """The Ray actors of one resource pool: ranks 0..world-1 of their own torch.distributed group,
-    each hosting `roles` (a subset of policy, reference, critic, reward_model)."""
+    each hosting `roles` (a subset of policy, reference, teacher, critic, reward_model)."""
 
     def __init__(self, name: str, roles: tuple[str, ...], world: int, cfg: RLConfig, plan: BatchPlan,
                  total_steps: int, threads: int, worker_cls=RoleWorker):
@@ -242,6 +242,8 @@ class RayRoles:
         self.policy = PolicyGroup(actor, pad_id, plan.mini_batch_responses_per_worker,
                                   actor_update_batching(cfg, 1).dynamic, log_prob_batching(cfg).dynamic)
         self.reference = ReferenceGroup(actor, ref_batching(cfg).dynamic) if needs_reference(cfg) else None
+        self.teacher = (TeacherGroup(self.pools.get("teacher", actor), ref_batching(cfg).dynamic)
+                        if needs_teacher(cfg) else None)
         self.critic = (CriticGroup(self.pools.get("critic", actor), critic_batch_plan(cfg).mini_batch_responses_per_worker,
                                    critic_update_batching(cfg, 1).dynamic, critic_values_batching(cfg).dynamic)
                        if needs_critic(cfg) else None)
@@ -334,6 +336,17 @@ class ReferenceGroup:
 
     def log_probs(self, seqs: Sequences) -> Tensor:
         return self.pool.map_rows("reference", "log_probs", lambda a: a.reference_log_probs, seqs, self.balance)
+
+
+class TeacherGroup:
+    """The distillation teacher: rank r in actor worker r beside the reference (its batching keys), or in its own
+    pool (distillation.enable_resource_pool)."""
+
+    def __init__(self, pool: WorkerPool, balance: bool = False):
+        self.pool, self.balance = pool, balance
+
+    def log_probs(self, seqs: Sequences) -> Tensor:
+        return self.pool.map_rows("teacher", "log_probs", lambda a: a.teacher_log_probs, seqs, self.balance)
 
 
 class CriticGroup:

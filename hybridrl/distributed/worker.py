@@ -24,7 +24,7 @@ from hybridrl.config.schema import RLConfig
 from hybridrl.distributed.dp import SINGLE, init_data_parallel
 from hybridrl.models.flops import ModelShape
 from hybridrl.rollout.base import SamplingParams
-from hybridrl.workers.build import build_critic, build_policy, build_reference, build_reward_model
+from hybridrl.workers.build import build_critic, build_policy, build_reference, build_reward_model, build_teacher
 from hybridrl.workers.critic import CriticBatch
 
 
@@ -34,7 +34,7 @@ class RoleWorker:
         torch.set_num_threads(threads)
         self.cfg, self.plan, self.total_steps = cfg, plan, total_steps
         self.rank, self.world_size, self.roles = rank, world_size, roles
-        self.policy = self.reference = self.critic = self.reward_model = None
+        self.policy = self.reference = self.teacher = self.critic = self.reward_model = None
 
     def rendezvous(self) -> tuple[str, int]:
         """This node's address and a free port on it, for rank 0 to host the process group."""
@@ -57,6 +57,8 @@ class RoleWorker:
             self.policy = build_policy(cfg, self.plan, tokenizer, self.total_steps, dp)
         if "reference" in self.roles:
             self.reference = build_reference(cfg, self.policy)  # LoRA: the policy's module, adapter off
+        if "teacher" in self.roles:
+            self.teacher = build_teacher(cfg, tokenizer)
         if "critic" in self.roles:
             self.critic = build_critic(cfg, self.total_steps, dp)
         if "reward_model" in self.roles:
@@ -99,6 +101,10 @@ class RoleWorker:
     # reference ------------------------------------------------------------------------------
     def reference_log_probs(self, seqs: Sequences) -> Tensor:
         return self.reference.log_probs(seqs)
+
+    # teacher (distillation) -------------------------------------------------------------------
+    def teacher_log_probs(self, seqs: Sequences) -> Tensor:
+        return self.teacher.log_probs(seqs)
 
     # critic ---------------------------------------------------------------------------------
     def critic_values(self, seqs: Sequences) -> Tensor:

@@ -20,6 +20,7 @@ from hybridrl.config.validate import (
     needs_critic,
     needs_ground_truth,
     needs_reference,
+    needs_teacher,
 )
 from hybridrl.data.dataset import RLDataset
 from hybridrl.data.sampler import PromptSampler
@@ -44,7 +45,7 @@ from hybridrl.trainer.collect import GroupFilter
 from hybridrl.trainer.resumable import check_resumable
 from hybridrl.trainer.runlock import RunLock
 from hybridrl.trainer.tracking import Tracker
-from hybridrl.workers.build import build_critic, build_policy, build_reference, build_reward_model
+from hybridrl.workers.build import build_critic, build_policy, build_reference, build_reward_model, build_teacher
 from hybridrl.workers.critic import Critic
 from hybridrl.workers.policy import Policy
 from hybridrl.workers.reference import Reference
@@ -70,6 +71,15 @@ class LoopSettings:
     skip_zero_advantage: bool = False  # actor.skip_zero_advantage where exact: π_old only of rows with a gradient
     rollout_rs: Optional[RejectionBand] = None  # rollout_correction.rollout_rs: mask what π_old/π_rollout rejects
     dump_token_details: bool = False  # rollout_data_dir rows get per-token log-probs (hybridrl view)
+    distill: Optional["DistillSettings"] = None  # on-policy distillation (distillation.enabled), None when off
+
+
+@dataclass(frozen=True)
+class DistillSettings:
+    """The driver's part of distillation.*: the actor adds the loss (workers/policy.py)."""
+
+    estimator: str  # distillation_loss.loss_mode: the KL estimator of the distill/teacher_kl_* metrics
+    use_task_rewards: bool  # false: the reward's advantages are set to 0 (pure distillation)
 
 
 @dataclass(frozen=True)
@@ -112,6 +122,7 @@ class RLRun:
     sampler: PromptSampler
     policy: Policy  # or, with backend=ray, a PolicyGroup with the same methods
     reference: Optional[Reference]  # only when a KL term needs it (or a ReferenceGroup)
+    teacher: Optional[Reference]  # only with distillation.enabled: the frozen teacher (or a TeacherGroup)
     critic: Optional[Critic]  # only for estimators that need values, gae (or a CriticGroup)
     kl_ctrl: Optional[KLController]  # only with algorithm.use_kl_in_reward
     reward: RewardManager
@@ -129,22 +140,23 @@ class RLRun:
 
 
 def _roles(cfg: RLConfig, plan: BatchPlan, total: int, tokenizer, log) -> tuple:
-    """(policy, reference, critic, workers, reward_model): the local roles, or with backend=ray the groups
+    """(policy, reference, critic, teacher, workers, reward_model): the local roles, or with backend=ray the groups
     of RayRoles (`workers`), whose rank r lives in worker process r (distributed/group.py);
     reward_model is None unless it has its own Ray pool (then it is built with the reward manager)."""
     if cfg.trainer.backend == "ray":
         from hybridrl.distributed.group import RayRoles
 
         roles = RayRoles(cfg, plan, total, tokenizer.pad_token_id, log)
-        return roles.policy, roles.reference, roles.critic, roles, roles.reward_model
+        return roles.policy, roles.reference, roles.critic, roles.teacher, roles, roles.reward_model
     policy = build_policy(cfg, plan, tokenizer, total)
     try:
         reference = build_reference(cfg, policy) if needs_reference(cfg) else None
         critic = build_critic(cfg, total) if needs_critic(cfg) else None
+        teacher = build_teacher(cfg, tokenizer) if needs_teacher(cfg) else None
     except BaseException:
         policy.close()  # the rollout engine's processes (vllm)
         raise
-    return policy, reference, critic, None, None
+    return policy, reference, critic, teacher, None, None
 
 
 def _reward(cfg: RLConfig, tokenizer, model=None) -> RewardManager:
@@ -201,7 +213,7 @@ def _build_run(cfg: RLConfig, plan: BatchPlan, log) -> RLRun:
     val_data = dataset(d.val_files, "data.val_files", d.val_max_samples) if d.val_files else None
     prompts_per_round = d.gen_batch_size or d.train_batch_size  # dynamic sampling generates in rounds
     total = total_training_steps(len(train_data), prompts_per_round, tr.total_epochs, tr.total_training_steps)
-    policy, reference, critic, workers, reward_model = _roles(cfg, plan, total, tokenizer, log)
+    policy, reference, critic, teacher, workers, reward_model = _roles(cfg, plan, total, tokenizer, log)
     opened = [workers or policy]  # closed if the start fails from here on: no worker process or engine outlives it
     try:
         if resume is not None:  # a checkpoint of another model is refused before anything is written
@@ -211,7 +223,7 @@ def _build_run(cfg: RLConfig, plan: BatchPlan, log) -> RLRun:
         os.makedirs(run_dir, exist_ok=True)
         OmegaConf.save(OmegaConf.structured(cfg), os.path.join(run_dir, "config.yaml"))
         return _assemble(cfg, plan, total, tokenizer, train_data, val_data, resume, policy, reference, critic,
-                         workers, reward)
+                         teacher, workers, reward)
     except BaseException:
         for thing in reversed(opened):
             thing.close()
@@ -229,10 +241,11 @@ def rejection_band(cfg: RLConfig) -> Optional[RejectionBand]:
 
 
 def _assemble(cfg: RLConfig, plan: BatchPlan, total: int, tokenizer, train_data: RLDataset,
-              val_data: Optional[RLDataset], resume: Optional[ResumePoint], policy, reference, critic, workers,
-              reward: RewardManager) -> RLRun:
+              val_data: Optional[RLDataset], resume: Optional[ResumePoint], policy, reference, critic, teacher,
+              workers, reward: RewardManager) -> RLRun:
     d, arr, alg, tr = cfg.data, cfg.actor_rollout_ref, cfg.algorithm, cfg.trainer
     rollout, kc, fg, run_dir = arr.rollout, alg.kl_ctrl, alg.filter_groups, tr.default_local_dir
+    dl = cfg.distillation.distillation_loss
     prompts_per_round = d.gen_batch_size or d.train_batch_size
     vk = rollout.val_kwargs
     return RLRun(
@@ -241,10 +254,11 @@ def _assemble(cfg: RLConfig, plan: BatchPlan, total: int, tokenizer, train_data:
                           GroupFilter(fg.metric, fg.max_num_gen_batches) if fg.enable else None,
                           tr.log_val_generations, tr.rollout_data_dir, tr.validation_data_dir,
                           arr.model.share_prompt_prefix, skips_zero_advantage(cfg), rejection_band(cfg),
-                          tr.dump_token_details),
+                          tr.dump_token_details,
+                          DistillSettings(dl.loss_mode, dl.use_task_rewards) if cfg.distillation.enabled else None),
         plan=plan, total_steps=total, pad_id=tokenizer.pad_token_id, train_data=train_data, val_data=val_data,
         sampler=PromptSampler(len(train_data), prompts_per_round, d.seed, d.shuffle),
-        policy=policy, reference=reference, critic=critic, workers=workers, model_shape=policy.model_shape(),
+        policy=policy, reference=reference, critic=critic, teacher=teacher, workers=workers, model_shape=policy.model_shape(),
         kl_ctrl=KLController(kc.kl_coef, kc.type, kc.target_kl, kc.horizon) if alg.use_kl_in_reward else None,
         reward=reward,
         tracker=Tracker(tr.logger, run_dir, resume_step=resume.step if resume else None, project=tr.project_name,

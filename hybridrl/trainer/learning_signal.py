@@ -6,7 +6,7 @@ advantage everywhere. When nearly every group is like that, step after step, `ac
 and the policy does not move, while the run looks healthy. `critic/frac_zero_std_groups`
 (trainer/metrics.py) measures it; this module turns a streak of it into one warning that names the
 likely causes and the keys to change. With a critic (gae) or a batch baseline a group of equal
-rewards still has a signal, so those estimators are not watched.
+rewards still has a signal, so those estimators are not watched; nor is a run with a distillation loss.
 """
 
 from __future__ import annotations
@@ -45,7 +45,9 @@ class ZeroSignalWatch:
     def of_run(cls, run, estimator) -> "ZeroSignalWatch":
         """The watch for an RLRun and its advantage estimator's registry entry."""
         steps = run.total_steps - (run.resume.step if run.resume is not None else 0)
-        patience = min(PATIENCE, max(steps, 1)) if estimator.meta.get("needs_groups") else 0
+        # a distillation loss trains every response, equal rewards or not: no streak to warn about
+        watched = estimator.meta.get("needs_groups") and run.loop.distill is None
+        patience = min(PATIENCE, max(steps, 1)) if watched else 0
         sources = sorted({record.data_source for record in run.train_data.records})
         context = SignalContext(estimator.name, run.loop.n, run.loop.max_response_length, run.sampling.temperature,
                                 scorer_hints(sources, run.reward.pool.ref.path, run.reward.reward_model is not None))

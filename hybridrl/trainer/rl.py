@@ -12,14 +12,15 @@ from typing import Optional
 from torch import Tensor
 
 from hybridrl import progress
-from hybridrl.algos.advantages import ADV_ESTIMATORS, AdvantageInputs
+from hybridrl.algos.advantages import ADV_ESTIMATORS, AdvantageInputs, AdvantageOutput
+from hybridrl.algos.distill import teacher_metrics, without_task_advantages
 from hybridrl.algos.kl_ctrl import apply_kl_penalty
 from hybridrl.algos.rollout_correction import rejection_metrics, rollout_rs_keep
 from hybridrl.algos.zero_advantage import rows_with_signal
 from hybridrl.batch import TrainBatch, select
 from hybridrl.interrupt import StoppedEarly, failing_after, graceful
 from hybridrl.rewards.manager import on_last_token
-from hybridrl.trainer.build import RLRun
+from hybridrl.trainer.build import DistillSettings, RLRun
 from hybridrl.trainer.checkpoint import prune, restore, save_checkpoint
 from hybridrl.trainer.collect import collect_rollout, greedy_baseline
 from hybridrl.trainer.generations import add_token_details, dump_rows, generation_rows
@@ -68,6 +69,27 @@ def old_log_probs_with_signal(policy, seqs, signal: Tensor, rollout_log_probs: T
     if len(rows):
         out[rows] = policy.log_probs(select(seqs, rows))
     return out
+
+
+def distill_advantages(d: DistillSettings, adv: AdvantageOutput, student_lp: Tensor, teacher_lp: Tensor, mask: Tensor,
+                       m: dict[str, float]) -> AdvantageOutput:
+    """On-policy distillation's driver side: the distill/* metrics of the student's samples (student_lp: π_old, or
+    the engine's log-probs when π_old is not recomputed), and with use_task_rewards=false the reward's advantages
+    set to 0, so the actor's distillation loss trains alone (the critic, if any, still fits the returns)."""
+    m.update(teacher_metrics(student_lp, teacher_lp, mask, d.estimator))
+    return adv if d.use_task_rewards else dataclasses.replace(adv, advantages=without_task_advantages(adv.advantages))
+
+
+@dataclass
+class FrozenPasses:
+    """[N, T] outputs of the passes before the update; None where the run has no such pass."""
+
+    old: Optional[Tensor] = None  # log π_old (None: on-policy, the update's first forward is π_old)
+    ref: Optional[Tensor] = None  # log π_ref
+    teacher: Optional[Tensor] = None  # log π_teacher (distillation)
+    values: Optional[Tensor] = None  # V(s_t)
+    baselines: Optional[Tensor] = None  # [N] remax's greedy rewards
+    dumped: Optional[Tensor] = None  # trainer.dump_token_details: the trainer's log-probs written with the samples
 
 
 class RLTrainer:
@@ -140,50 +162,69 @@ class RLTrainer:
             # generate n responses per prompt and score them (DAPO: until enough groups are informative)
             rollout, reward = collect_rollout(r, s.n, r.plan.prompts_per_step, s.group_filter, m)
             seqs, mask = rollout.sequences(), rollout.response_mask
-            old_lp = ref_lp = values = baselines = None
             needs_old = not r.plan.on_policy or r.kl_ctrl is not None or s.rollout_rs is not None
             # π_old, frozen before any update; left until the advantages are known when only the rows with a
             # gradient need it (the in-reward KL and the rejection band, which sets the normaliser, need every row's)
             later = needs_old and s.skip_zero_advantage and r.kl_ctrl is None and s.rollout_rs is None
-            if needs_old and not later:
-                with timed(m, "old_log_prob"):
-                    old_lp = r.policy.log_probs(seqs)
-            if r.reference is not None:  # only when a KL term is used
-                with timed(m, "ref"):
-                    ref_lp = r.reference.log_probs(seqs)
-            if r.critic is not None:  # gae: V(s_t) of the policy that sampled the batch
-                with timed(m, "values"):
-                    values = r.critic.values(seqs)
-            if self.estimator.meta.get("needs_greedy_baseline"):  # remax: one greedy response per prompt
-                with timed(m, "gen_max"):
-                    baselines = greedy_baseline(r.policy, r.reward, rollout, s.n, r.sampling)
+            f = self.frozen_passes(rollout, seqs, needs_old and not later, m)
             token_rewards = on_last_token(reward.rewards, mask)
             if r.kl_ctrl is not None:  # r_t - beta * KL_t (RLHF's KL-shaped reward)
-                token_rewards, kl = apply_kl_penalty(token_rewards, old_lp, ref_lp, mask, s.kl_penalty, r.kl_ctrl.value)
+                token_rewards, kl = apply_kl_penalty(token_rewards, f.old, f.ref, mask, s.kl_penalty, r.kl_ctrl.value)
                 m.update({"actor/reward_kl_penalty": kl, "actor/reward_kl_penalty_coeff": r.kl_ctrl.value})
                 r.kl_ctrl.update(kl, n_steps=len(mask))
             with timed(m, "adv"):  # pure function from the registry
-                adv = self.estimator.fn(AdvantageInputs(token_rewards, mask, rollout.uid, values, baselines), r.adv_params)
+                adv = self.estimator.fn(AdvantageInputs(token_rewards, mask, rollout.uid, f.values, f.baselines),
+                                        r.adv_params)
+            if s.distill is not None:
+                adv = distill_advantages(s.distill, adv, rollout.rollout_log_probs if f.old is None else f.old,
+                                         f.teacher, mask, m)
             # the rows the update computes (None: all of them)
             with_signal = rows_with_signal(adv.advantages, mask) if s.skip_zero_advantage else None
             if later:
                 with timed(m, "old_log_prob"):
-                    old_lp = old_log_probs_with_signal(r.policy, seqs, with_signal, rollout.rollout_log_probs)
+                    f.old = old_log_probs_with_signal(r.policy, seqs, with_signal, rollout.rollout_log_probs)
             if s.rollout_rs is not None:  # rejected tokens leave the loss and its normaliser, as padding would
-                keep = rollout_rs_keep(old_lp, rollout.rollout_log_probs, mask, s.rollout_rs)
+                keep = rollout_rs_keep(f.old, rollout.rollout_log_probs, mask, s.rollout_rs)
                 m.update(rejection_metrics(mask, keep))
                 seqs = dataclasses.replace(seqs, response_mask=keep)
-            trainer_lp = None
             if s.dump_token_details and s.rollout_data_dir:  # π_old as the trainer computes it, before the update
                 with timed(m, "token_details"):
-                    trainer_lp = old_lp if old_lp is not None and not later else r.policy.log_probs(seqs)
+                    f.dumped = f.old if f.old is not None and not later else r.policy.log_probs(seqs)
             if r.critic is not None:
                 with timed(m, "update_critic"):
-                    m.update(r.critic.update(CriticBatch(seqs, values, adv.returns)))
+                    m.update(r.critic.update(CriticBatch(seqs, f.values, adv.returns)))
             if step > s.critic_warmup:  # mini-batches x micro-batches x epochs, grad clip
                 with timed(m, "update_actor"):
-                    m.update(r.policy.update(TrainBatch(seqs, adv.advantages, rollout.rollout_log_probs, old_lp, ref_lp)))
-        m.update(data_metrics(rollout, reward, token_rewards, adv, values, s.max_response_length))
+                    m.update(r.policy.update(TrainBatch(seqs, adv.advantages, rollout.rollout_log_probs, f.old, f.ref,
+                                                        f.teacher)))
+        m.update(data_metrics(rollout, reward, token_rewards, adv, f.values, s.max_response_length))
+        self.record(step, m, rollout, reward, adv, with_signal, f.dumped)
+        return m
+
+    def frozen_passes(self, rollout, seqs, old: bool, m: dict[str, float]) -> "FrozenPasses":
+        """The forwards of models that do not change this step (π_old when `old`, the reference, the teacher, the
+        critic's values, remax's greedy baseline), each only when the run uses it."""
+        r, f = self.r, FrozenPasses()
+        if old:
+            with timed(m, "old_log_prob"):
+                f.old = r.policy.log_probs(seqs)
+        if r.reference is not None:  # only when a KL term is used
+            with timed(m, "ref"):
+                f.ref = r.reference.log_probs(seqs)
+        if r.teacher is not None:  # on-policy distillation: the frozen teacher scores the student's tokens
+            with timed(m, "teacher"):
+                f.teacher = r.teacher.log_probs(seqs)
+        if r.critic is not None:  # gae: V(s_t) of the policy that sampled the batch
+            with timed(m, "values"):
+                f.values = r.critic.values(seqs)
+        if self.estimator.meta.get("needs_greedy_baseline"):  # remax: one greedy response per prompt
+            with timed(m, "gen_max"):
+                f.baselines = greedy_baseline(r.policy, r.reward, rollout, r.loop.n, r.sampling)
+        return f
+
+    def record(self, step: int, m: dict[str, float], rollout, reward, adv, with_signal, dumped) -> None:
+        """Throughput, MFU and memory metrics into `m`; with trainer.rollout_data_dir, the step's generations."""
+        r, s, mask = self.r, self.r.loop, rollout.response_mask
         m.update(throughput_metrics(rollout, m["timing_s/step"], r.plan.world_size))
         m.update(timing_per_token_metrics(m, rollout))
         if "timing_s/update_actor" in m:
@@ -194,9 +235,8 @@ class RLTrainer:
             seq_adv = ((adv.advantages * mask).sum(-1) / mask.sum(-1).clamp(min=1)).tolist()
             rows = generation_rows(rollout, reward, r.tokenizer, seq_adv)
             if s.dump_token_details:
-                add_token_details(rows, rollout, r.tokenizer, trainer_lp)
+                add_token_details(rows, rollout, r.tokenizer, dumped)
             dump_rows(s.rollout_data_dir, step, rows)
-        return m
 
     def validate(self, step: int) -> dict[str, float]:
         """Validation metrics; the generations go to trainer.validation_data_dir and, the first

@@ -44,6 +44,7 @@ from hybridrl.models.loading import (
 from hybridrl.models.lora import CRITIC_KEY, POLICY_KEY, LoraSettings, apply_lora, base_policy, plain_state_dict
 from hybridrl.models.memory import enable_checkpointing, offload_optimizer_state, on_device
 from hybridrl.models.precision import DTYPES, Precision
+from hybridrl.models.vocab_match import check_logits_cover, check_same_tokenizer, logits_size
 from hybridrl.rollout.hf import HFRolloutEngine
 from hybridrl.rollout.multi_turn import with_tools
 from hybridrl.trainer.optim import build_optimizer, warmup_steps_of
@@ -110,7 +111,10 @@ def build_policy(cfg: RLConfig, plan: BatchPlan, tokenizer, total: int, dp: Data
         rollout_is=cfg.algorithm.rollout_correction.rollout_is,
         rollout_is_threshold=cfg.algorithm.rollout_correction.rollout_is_threshold,
         layout=policy_layout(cfg, module), max_tokens=actor_update_batching(cfg, 1).max_tokens,
-        log_prob_max_tokens=log_prob_batching(cfg).max_tokens, skip_zero_advantage=skips_zero_advantage(cfg))
+        log_prob_max_tokens=log_prob_batching(cfg).max_tokens, skip_zero_advantage=skips_zero_advantage(cfg),
+        distill_loss_mode=cfg.distillation.distillation_loss.loss_mode if cfg.distillation.enabled else None,
+        distill_coef=cfg.distillation.distillation_loss.distillation_loss_coef,
+        distill_policy_gradient=cfg.distillation.distillation_loss.use_policy_gradient)
     return Policy(module, optimizer, scheduler, engine, settings, seed=cfg.trainer.seed, sharding=sharding)
 
 
@@ -188,6 +192,23 @@ def build_reference(cfg: RLConfig, policy: Optional[Policy] = None) -> Reference
     view = functools.partial(on_device, module.eval().requires_grad_(False), device) if offload else None
     return Reference(module, arr.rollout.temperature, ref_batching(cfg), policy_layout(cfg, module), view=view,
                      precision=precision)
+
+
+def build_teacher(cfg: RLConfig, tokenizer) -> Reference:
+    """The distillation teacher (distillation.teacher_model.model_path): a frozen log-prob role like the reference,
+    with the reference's batching, precision and offload keys (actor_rollout_ref.ref.*). Its tokenizer must equal the
+    student's and its logits cover the student's ids (models/vocab_match.py), else a one-line error names both."""
+    arr, device = cfg.actor_rollout_ref, cfg.trainer.device
+    path = cfg.distillation.teacher_model.model_path
+    check_same_tokenizer(tokenizer, load_tokenizer(path), arr.model.path, path)
+    check_logits_cover(logits_size(arr.model.path), logits_size(path, "distillation.teacher_model.model_path"),
+                       len(tokenizer), arr.model.path, path)
+    offload = _on_gpu(cfg, arr.ref.fsdp_config.param_offload)
+    module = load_causal_lm(path, "cpu" if offload else device, DTYPES[ref_model_dtype(cfg)])
+    check_context_length(module, cfg.data.max_prompt_length, cfg.data.max_response_length)
+    view = functools.partial(on_device, module.eval().requires_grad_(False), device) if offload else None
+    return Reference(module, arr.rollout.temperature, ref_batching(cfg), policy_layout(cfg, module), view=view,
+                     precision=Precision.of(ref_compute_dtype(cfg), device=device))
 
 
 def lora_settings(cfg: RLConfig) -> LoraSettings:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from hybridrl.algos.distill import distillation_loss, distillation_pg_loss
 from hybridrl.algos.kl import kl_penalty
 from hybridrl.algos.policy_losses import POLICY_LOSSES, PolicyLossParams
 from hybridrl.algos.reduce import LossScale, reduce_loss
@@ -48,6 +49,9 @@ class UpdateSettings:
     max_tokens: int | None = None  # use_dynamic_bsz: update micro-batches of at most this many tokens, not micro_batch_size
     log_prob_max_tokens: int | None = None  # log_prob_use_dynamic_bsz: the same for the log-prob pass
     skip_zero_advantage: bool = False  # leave zero-advantage rows out of the update (only set where exact)
+    distill_loss_mode: str | None = None  # distillation.distillation_loss.loss_mode; None: no distillation loss
+    distill_coef: float = 1.0  # distillation.distillation_loss.distillation_loss_coef
+    distill_policy_gradient: bool = False  # distillation.distillation_loss.use_policy_gradient (algos/distill.py)
 
     @property
     def update_batching(self) -> MicroBatching:
@@ -166,6 +170,7 @@ class Policy(UpdatingWorker[TrainBatch]):
         s = self.settings
         return ["actor/pg_loss", "actor/pg_clipfrac", "actor/pg_clipfrac_lower", "actor/ppo_kl", "actor/entropy",
                 "training/rollout_probs_diff_mean", "training/rollout_probs_diff_max", *(["actor/kl_loss"] if s.use_kl_loss else []),
+                *(["actor/distill_loss"] if s.distill_loss_mode is not None else []),
                 *(["rollout_corr/is_weight_mean", "rollout_corr/is_truncated_frac"] if s.rollout_is is not None else [])]
 
     def _micro_loss(self, micro: TrainBatch, scale: LossScale, ran: LossScale) -> tuple[Tensor, dict[str, float]]:
@@ -202,6 +207,14 @@ class Policy(UpdatingWorker[TrainBatch]):
             kl = reduce_loss(kl_penalty(log_probs, micro.ref_log_probs, s.kl_loss_type), mask, s.loss_agg_mode, scale)
             loss = loss + s.kl_loss_coef * kl
             stats["actor/kl_loss"] = kl.item()
+        if s.distill_loss_mode is not None:  # on-policy distillation: KL(π || π_teacher) on the sampled tokens
+            distill = (distillation_pg_loss(log_probs, old, micro.teacher_log_probs, mask, s.distill_loss_mode,
+                                            s.loss_mode, s.loss_params, s.loss_agg_mode, scale)
+                       if s.distill_policy_gradient else
+                       distillation_loss(log_probs, micro.teacher_log_probs, mask, s.distill_loss_mode, s.loss_agg_mode,
+                                         scale))
+            loss = loss + s.distill_coef * distill
+            stats["actor/distill_loss"] = distill.item()
         # How far the engine's sampling probabilities are from the trainer's π_old (verl's names).
         diff = (old.exp() - micro.rollout_log_probs.exp()).abs() * mask
         stats["training/rollout_probs_diff_mean"] = float(diff.sum() / max(ran.num_tokens, 1.0))

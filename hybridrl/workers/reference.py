@@ -1,4 +1,5 @@
-"""The reference role: the initial policy, frozen, used only for KL terms."""
+"""The reference role: the initial policy, frozen, used only for KL terms. The distillation teacher is the same
+role over another frozen model (workers/build.py build_teacher)."""
 
 from __future__ import annotations
 

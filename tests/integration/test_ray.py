@@ -100,6 +100,24 @@ def test_two_ray_workers_train_like_one_process(arith_data, tmp_path, cluster, a
     assert local[1]["actor/grad_norm"] > 0 and local[3]["critic/score/mean"] != local[1]["critic/score/mean"]
 
 
+@pytest.mark.parametrize("placement", [
+    ["trainer.n_gpus_per_node=2"],  # rank r of the teacher beside rank r of the policy
+    ["trainer.n_gpus_per_node=1", "distillation.enable_resource_pool=true", "distillation.n_gpus_per_node=1",
+     "distillation.nnodes=1"],  # the teacher in a pool of its own (2 CPUs in the test cluster: 1 + 1 workers)
+], ids=["actor_pool", "own_pool"])
+def test_ray_workers_distil_like_one_process(arith_data, tmp_path, cluster, random_model_dir, placement):
+    """The Ray teacher gives the local run's metrics. The teacher is another model (the random one: same
+    tokenizer), so the distillation gradient is signal; a teacher equal to the student gives a gradient of float
+    noise, which AdamW scales up differently in each summation order."""
+    distill = ["distillation.enabled=true", f"distillation.teacher_model.model_path={random_model_dir}",
+               "distillation.distillation_loss.loss_mode=k3+", "distillation.distillation_loss.distillation_loss_coef=0.1"]
+    local = train(overrides(arith_data, tmp_path / "local", *distill))
+    ray_run = train(overrides(arith_data, tmp_path / "ray", *distill, "trainer.backend=ray", *placement,
+                              "trainer.worker_timeout_s=120"))
+    assert_trains_like(local, ray_run)
+    assert local[1]["distill/teacher_kl_mean"] > 1 and local[1]["actor/distill_loss"] > 0
+
+
 class FaultyWorker(RoleWorker):
     """Rank 1 misbehaves in its policy update, the way `FAULT` says ("slow": 3 s late, then normal)."""
 

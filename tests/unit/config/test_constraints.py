@@ -31,6 +31,8 @@ FREE_STRINGS = {
     "data.response_key", "model.partial_pretrain", "data.train_files", "data.val_files",
     "actor_rollout_ref.model.target_modules", "actor_rollout_ref.model.exclude_modules", "critic.model.target_modules",
     "critic.model.exclude_modules",
+    "distillation.teacher_model.model_path",
+    "distillation.distillation_loss.loss_mode",  # a KL_ESTIMATORS name (validate.py _check_distillation)
     "trainer.logger",  # tracking.check_loggers: the names and, for each, that its package is installed
 }
 

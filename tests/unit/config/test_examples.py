@@ -37,3 +37,13 @@ def test_ppo_example_uses_a_critic_and_dapo_example_filters_groups():
     assert dapo.actor_rollout_ref.actor.clip_ratio_high == 0.28
     drgrpo = load_config(RLConfig, by_name["arithmetic_drgrpo.yaml"])
     assert drgrpo.actor_rollout_ref.actor.loss_agg_mode == "seq-mean-token-sum-norm"
+
+
+def test_distillation_example_distils_alone_from_its_teacher():
+    path = os.path.join(os.path.dirname(__file__), "../../../examples/distill_arith/distill.yaml")
+    # run.sh writes the teacher first; here the bundled model stands in for it
+    cfg = load_config(RLConfig, path, ["distillation.teacher_model.model_path=tiny-arith"])
+    validate_rl_config(cfg)
+    d = cfg.distillation
+    assert d.enabled and d.distillation_loss.loss_mode == "k3+" and not d.distillation_loss.use_task_rewards
+    assert load_config(RLConfig, path).distillation.teacher_model.model_path == "build/distill_arith/teacher"

@@ -35,12 +35,13 @@ def test_never_warns_with_patience_zero_or_without_the_metric():
     assert watch.observe({"critic/score/mean": 0.0}) is None and not watch.warned
 
 
-def run_stub(estimator: str, total_steps: int, resumed_at: int | None = None, custom: str | None = None):
+def run_stub(estimator: str, total_steps: int, resumed_at: int | None = None, custom: str | None = None,
+             distill: object = None):
     """What of an RLRun the watch reads."""
     records = [SimpleNamespace(data_source=s) for s in ("openai/gsm8k", "arithmetic", "openai/gsm8k")]
     return SimpleNamespace(
         total_steps=total_steps, resume=SimpleNamespace(step=resumed_at) if resumed_at is not None else None,
-        train_data=SimpleNamespace(records=records), loop=SimpleNamespace(n=8, max_response_length=64),
+        train_data=SimpleNamespace(records=records), loop=SimpleNamespace(n=8, max_response_length=64, distill=distill),
         sampling=SimpleNamespace(temperature=0.7),
         reward=SimpleNamespace(pool=SimpleNamespace(ref=SimpleNamespace(path=custom)), reward_model=None)), \
         ADV_ESTIMATORS.entry(estimator)
@@ -52,6 +53,8 @@ def test_only_group_estimators_are_watched_and_short_runs_use_every_step():
     assert ZeroSignalWatch.of_run(*run_stub("grpo", 10, resumed_at=8)).patience == 2  # the steps left to run
     assert ZeroSignalWatch.of_run(*run_stub("gae", 100)).patience == 0  # the critic's values give a signal
     assert ZeroSignalWatch.of_run(*run_stub("reinforce_plus_plus", 100)).patience == 0  # a batch baseline
+    # a distillation loss trains every response, equal rewards or not
+    assert ZeroSignalWatch.of_run(*run_stub("grpo", 100, distill=SimpleNamespace(estimator="k3"))).patience == 0
 
 
 def test_the_context_names_the_run_settings_and_each_scorer():
