@@ -42,11 +42,12 @@ def _keys_help(cls) -> str:
     return "\n".join(lines)
 
 
-def _add_config_command(sub, name: str, help_text: str, cls) -> None:
+def _add_config_command(sub, name: str, help_text: str, cls):
     p = sub.add_parser(name, help=help_text, description=help_text, epilog=_keys_help(cls),
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--config", help="YAML file of config keys (overrides on the command line win)")
     p.add_argument("overrides", nargs="*", metavar="key=value", help="dotted config overrides, verl style")
+    return p
 
 
 def _add_eval_command(sub) -> None:
@@ -121,9 +122,11 @@ def build_parser() -> argparse.ArgumentParser:
     _add_config_command(sub, "train", "RL training (GRPO by default) on the bundled tiny model and arithmetic data", RLConfig)
     _add_config_command(sub, "plan", "print the batch plan and a memory estimate of a train config, without training", RLConfig)
     _add_config_command(sub, "sft", "supervised fine-tuning on prompt/response rows", SFTConfig)
-    _add_config_command(sub, "rm", "reward-model training (Bradley-Terry) on preference pairs (prompt, chosen, "
-                                   "rejected); writes a *ForSequenceClassification folder for reward_model.model.path",
-                        RMConfig)
+    rm = _add_config_command(sub, "rm", "reward-model training (Bradley-Terry) on preference pairs (prompt, chosen, "
+                                        "rejected); writes a *ForSequenceClassification folder for "
+                                        "reward_model.model.path", RMConfig)
+    rm.add_argument("--plan", action="store_true", help="print the derived micro-batch size and the memory estimate, "
+                                                        "then exit without training (as `hybridrl plan` does for train)")
     data = sub.add_parser("data", help="write datasets in verl's parquet schema",
                           description="write datasets in verl's parquet schema")
     dsub = data.add_subparsers(dest="dataset", required=True)
@@ -240,6 +243,14 @@ def cmd_rm(args) -> None:
     from hybridrl.trainer.rm import run_rm
 
     cfg = load_config(RMConfig, args.config, args.overrides)
+    if args.plan:
+        from hybridrl.config.rm import validate_rm_config
+        from hybridrl.config.rm_memory import check_rm_memory, describe_rm_memory
+
+        for note in validate_rm_config(cfg):
+            print(note)
+        print(describe_rm_memory(check_rm_memory(cfg)))  # a config that cannot fit is refused, with a value that does
+        return
     with progress.reporting():  # one for the setup and the steps
         run_rm(cfg)
 

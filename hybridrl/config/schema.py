@@ -504,9 +504,10 @@ class TeacherModelConfig:
 
 @dataclass
 class DistillationLossConfig:
-    loss_mode: str = doc("k3", "per-token estimator of KL(student || teacher) on the student's samples (a KL "
-                               "estimator, see `hybridrl algos`); as a loss: k3 (its gradient is forward KL's), k1+ / "
-                               "k3+ (reverse KL's), k1 refused; as a reward (use_policy_gradient=true): k1")
+    loss_mode: str = doc("k3+", "per-token estimator of KL(student || teacher) on the student's samples (a KL "
+                                "estimator, see `hybridrl algos`); as a loss: k3+ / k1+ / k2 (the reverse KL's "
+                                "gradient; k3+: k3's value), k3 (verl's default; its gradient is the forward KL's), "
+                                "k1 refused; as a reward (use_policy_gradient=true): k1")
     distillation_loss_coef: float = doc(1.0, "weight of the distillation loss added to the actor loss", ge=0)
     use_task_rewards: bool = doc(True, "keep the reward's advantages in the actor loss (false: pure distillation; "
                                        "rewards are still scored and logged, their advantages set to 0)")

@@ -19,6 +19,7 @@ from hybridrl import progress
 from hybridrl.algos.bradley_terry import PairStats, pair_stats
 from hybridrl.config.plan import total_training_steps
 from hybridrl.config.rm import RMConfig, validate_rm_config
+from hybridrl.config.rm_memory import check_rm_memory, describe_rm_memory
 from hybridrl.data.preference import (
     PreferenceBatch,
     PreferenceColumns,
@@ -118,6 +119,7 @@ def run_rm(cfg: RMConfig, log=progress.write) -> dict[str, float]:
     tr = cfg.trainer
     for note in validate_rm_config(cfg):  # ranges and choices were checked when the config was loaded
         log(note)
+    log(describe_rm_memory(check_rm_memory(cfg)))  # refused here, before loading, if it cannot fit
     folder = resolve_model_path(cfg.model.partial_pretrain, "model.partial_pretrain")
     check_output_dir(tr.default_local_dir, weights_bytes(folder))  # unwritable or full: fail now, not after training
     lock = RunLock(tr.default_local_dir, log=log)  # a second run on this folder stops here
