@@ -45,16 +45,19 @@ class RunSummary:
     wall_s: float
     cpu_s: float
     last_step: int  # the run's step count when this call ended
+    accuracy: bool = True  # the score is a rule's 0/1 (shown in %); False: a reward model's score (shown as is)
 
     def line(self) -> str:
-        acc = "no validation"
+        acc, name = "no validation", "validation accuracy" if self.accuracy else "validation reward-model score"
+        show = (lambda v: f"{v:.1%}") if self.accuracy else (lambda v: f"{v:.4g}")
         if self.val_before is not None and self.val_after is not None:
-            acc = (f"validation accuracy {self.val_before:.1%} -> {self.val_after:.1%} "
-                   f"({100 * (self.val_after - self.val_before):+.1f} points)")
+            gain = (f"{100 * (self.val_after - self.val_before):+.1f} points" if self.accuracy
+                    else f"{self.val_after - self.val_before:+.4g}")
+            acc = f"{name} {show(self.val_before)} -> {show(self.val_after)} ({gain})"
         elif self.val_after is not None:
-            acc = f"validation accuracy {self.val_after:.1%}"
+            acc = f"{name} {show(self.val_after)}"
         elif self.val_before is not None:
-            acc = f"validation accuracy {self.val_before:.1%} before training, none after (trainer.test_freq <= 0)"
+            acc = f"{name} {show(self.val_before)} before training, none after (trainer.test_freq <= 0)"
         return f"done: {self.steps} steps (at step {self.last_step}), {acc}, wall {self.wall_s:.0f}s (cpu {self.cpu_s:.0f}s)"
 
 
@@ -147,7 +150,8 @@ class RLTrainer:
                 if stop.requested and not last:
                     raise StoppedEarly(step, stop.signal_name, r.run_dir if r.checkpointing.save_freq != 0 else None)
         return RunSummary(r.total_steps - first + 1, mean_val_score(before), mean_val_score(after),
-                          time.perf_counter() - wall, time.process_time() - cpu, r.total_steps)
+                          time.perf_counter() - wall, time.process_time() - cpu, r.total_steps,
+                          accuracy=r.reward.reward_model is None)
 
     def save(self, step: int) -> None:
         r, start = self.r, time.perf_counter()
