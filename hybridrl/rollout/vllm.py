@@ -102,7 +102,7 @@ class VLLMRolloutEngine(RolloutEngine):
         self.draws = KeyedDraws(seed)
         self.sleeping = False
         self._dir = _scratch_dir(sum(t.numel() * t.element_size() for t in weights.values()))
-        write_engine_folder(settings.model_path, weights, self._dir)
+        write_engine_folder(settings.model_path, weights, self._dir, settings.dtype)
         self.llm = build_llm(replace(settings, model_path=self._dir), seed)
         os.remove(os.path.join(self._dir, WEIGHTS))  # loaded: RAM is not kept twice
         self._sleep()
@@ -112,7 +112,7 @@ class VLLMRolloutEngine(RolloutEngine):
         from safetensors.torch import save_file
 
         path = os.path.join(self._dir, WEIGHTS)
-        save_file(_distinct(dict(named_tensors)), path)
+        save_file(_distinct(dict(named_tensors), self.settings.dtype), path)
         self._wake()
         self.llm.collective_rpc("reload_weights", kwargs={"weights_path": self._dir})
         self.llm.reset_prefix_cache()
@@ -165,9 +165,9 @@ def _scratch_dir(nbytes: int) -> str:
     return tempfile.mkdtemp(prefix="hybridrl-vllm-", dir=shm if roomy else None)
 
 
-def write_engine_folder(model_path: str, weights: dict[str, Tensor], folder: str) -> None:
+def write_engine_folder(model_path: str, weights: dict[str, Tensor], folder: str, dtype: str | None = None) -> None:
     """The folder vLLM starts from: the model's config with tied embeddings untied (see the module
-    doc), its generation config, and `weights` with every name (lm_head.weight included)."""
+    doc), its generation config, and `weights` with every name (lm_head.weight included), in `dtype`."""
     from safetensors.torch import save_file
 
     with open(os.path.join(model_path, "config.json"), encoding="utf-8") as f:
@@ -177,15 +177,20 @@ def write_engine_folder(model_path: str, weights: dict[str, Tensor], folder: str
         json.dump(config, f)
     if os.path.exists(os.path.join(model_path, "generation_config.json")):
         shutil.copy(os.path.join(model_path, "generation_config.json"), folder)
-    save_file(_distinct(weights), os.path.join(folder, WEIGHTS))
+    save_file(_distinct(weights, dtype), os.path.join(folder, WEIGHTS))
 
 
-def _distinct(state: dict[str, Tensor]) -> dict[str, Tensor]:
+ENGINE_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def _distinct(state: dict[str, Tensor], dtype: str | None = None) -> dict[str, Tensor]:
     """CPU, contiguous tensors that share no memory (safetensors refuses shared ones): a tensor tied to
-    an earlier name (lm_head = embeddings) is written as its own copy."""
-    seen, out = set(), {}
+    an earlier name (lm_head = embeddings) is written as its own copy. `dtype` (rollout.dtype): floating
+    tensors are written in the engine's dtype, so a bf16 engine reads half the bytes and casts nothing."""
+    seen, out, cast = set(), {}, ENGINE_DTYPES.get(dtype or "")
     for name, t in state.items():
-        t = t.detach().to("cpu").contiguous()
+        t = t.detach().to("cpu")
+        t = (t.to(cast) if cast is not None and t.is_floating_point() else t).contiguous()
         key = (t.untyped_storage().data_ptr(), t.storage_offset())
         out[name] = t.clone() if key in seen else t
         seen.add(key)

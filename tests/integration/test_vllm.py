@@ -133,3 +133,30 @@ def test_a_default_sized_rollout_is_generated_in_one_call(engine_and_model):
     assert rollout.response_ids.shape[0] == 256 and bool(rollout.response_mask[:, 0].all())
     diff = (rollout.rollout_log_probs - trainer_log_probs(model, rollout)).abs()[rollout.response_mask.bool()]
     assert float(diff.max()) < 1e-4
+
+
+def test_auto_precision_on_a_fast_bf16_machine_runs_a_bf16_engine_that_follows_the_weights(tmp_path, arith_data,
+                                                                                           monkeypatch):
+    """`auto` as on an AVX512-BF16 CPU: the engine generates in bfloat16 from weights written in bfloat16 at every
+    sync; its probabilities stay within bf16's gap of the trainer's (a stale engine would drift far past it)."""
+    from hybridrl.config.loader import load_config
+    from hybridrl.config.schema import RLConfig
+    from hybridrl.config.validate import validate_rl_config
+    from hybridrl.trainer.build import build_run
+    from hybridrl.trainer.rl import RLTrainer
+
+    monkeypatch.setenv("HYBRIDRL_AUTO_DTYPE", "bf16")
+    cfg = load_config(RLConfig, None, [
+        f"data.train_files={arith_data['train']}", f"data.val_files={arith_data['val']}", "data.val_max_samples=16",
+        "data.train_batch_size=8", "actor_rollout_ref.rollout.n=4", "actor_rollout_ref.actor.ppo_mini_batch_size=8",
+        "actor_rollout_ref.actor.optim.lr=1e-2", "actor_rollout_ref.rollout.name=vllm",
+        "actor_rollout_ref.rollout.cpu_kv_cache_gb=0.25", "trainer.total_training_steps=3", "trainer.test_freq=3",
+        "trainer.save_freq=0", f"trainer.default_local_dir={tmp_path}"])
+    assert (cfg.actor_rollout_ref.rollout.dtype, cfg.algorithm.rollout_correction.rollout_is) == ("bfloat16", "token")
+    run = build_run(cfg, validate_rl_config(cfg), log=lambda *_: None)
+    RLTrainer(run, log=lambda *_: None).fit()
+    steps = [r for r in map(json.loads, open(run.tracker.path)) if r["step"] > 0]
+    assert len(steps) == 3
+    for r in steps:
+        assert 1e-4 < r["training/rollout_probs_diff_max"] < 0.2, r["step"]  # bf16, not stale (lr 1e-2 moves far)
+        assert math.isfinite(r["rollout_corr/is_weight_mean"])
