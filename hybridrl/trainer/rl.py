@@ -145,9 +145,11 @@ class RLTrainer:
             # π_old, frozen before any update; left until the advantages are known when only the rows with a
             # gradient need it (the in-reward KL and the rejection band, which sets the normaliser, need every row's)
             later = needs_old and s.skip_zero_advantage and r.kl_ctrl is None and s.rollout_rs is None
+            dump = s.dump_token_details and bool(s.rollout_data_dir)
+            entropy = None  # [N, T] the dump's per-token entropy, from the forward that gives π_old
             if needs_old and not later:
                 with timed(m, "old_log_prob"):
-                    old_lp = r.policy.log_probs(seqs)
+                    old_lp, entropy = r.policy.log_probs_and_entropy(seqs) if dump else (r.policy.log_probs(seqs), None)
             if r.reference is not None:  # only when a KL term is used
                 with timed(m, "ref"):
                     ref_lp = r.reference.log_probs(seqs)
@@ -173,10 +175,10 @@ class RLTrainer:
                 keep = rollout_rs_keep(old_lp, rollout.rollout_log_probs, mask, s.rollout_rs)
                 m.update(rejection_metrics(mask, keep))
                 seqs = dataclasses.replace(seqs, response_mask=keep)
-            trainer_lp = None
-            if s.dump_token_details and s.rollout_data_dir:  # π_old as the trainer computes it, before the update
+            trainer_lp = old_lp if entropy is not None else None
+            if dump and entropy is None:  # π_old as the trainer computes it, before the update (one forward)
                 with timed(m, "token_details"):
-                    trainer_lp = old_lp if old_lp is not None and not later else r.policy.log_probs(seqs)
+                    trainer_lp, entropy = r.policy.log_probs_and_entropy(seqs)
             if r.critic is not None:
                 with timed(m, "update_critic"):
                     m.update(r.critic.update(CriticBatch(seqs, values, adv.returns)))
@@ -194,7 +196,7 @@ class RLTrainer:
             seq_adv = ((adv.advantages * mask).sum(-1) / mask.sum(-1).clamp(min=1)).tolist()
             rows = generation_rows(rollout, reward, r.tokenizer, seq_adv)
             if s.dump_token_details:
-                add_token_details(rows, rollout, r.tokenizer, trainer_lp)
+                add_token_details(rows, rollout, r.tokenizer, trainer_lp, entropy)
             dump_rows(s.rollout_data_dir, step, rows)
         return m
 
