@@ -128,8 +128,9 @@ def build_app(runs: list[RunFolder], api_key: Optional[str] = None) -> FastAPI:
             reset = gen >= 0 and gen != table.generation
             secs = None if sections in (None, "*") else [s for s in sections.split(",") if s]
             data = table.select(0 if reset else since, upto, secs, [k for k in keys.split(",") if k])
-        # json.dumps directly: FastAPI's jsonable_encoder walks each of 10,000 steps x 40 values one by one
-        return Response(json.dumps(dict(data, reset=reset)), media_type="application/json")
+        # json.dumps directly (FastAPI's jsonable_encoder walks each of 10,000 steps x 40 values one by one),
+        # without the spaces after "," and ":" (a tenth of the bytes of a column of numbers)
+        return Response(json.dumps(dict(data, reset=reset), separators=(",", ":")), media_type="application/json")
 
     @api.get("/steps")
     def steps(run: int, kind: str):
