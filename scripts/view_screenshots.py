@@ -54,6 +54,7 @@ def open_prompt(d, i: int) -> None:
     d.find_elements(By.CSS_SELECTOR, "tr.prompt-row")[i].click()
     wait(d, "document.querySelectorAll('.step-col .sample').length")
     wait(d, "document.getElementById('other-step').dataset.prompt")
+    d.execute_script("window.scrollTo(0, 0)")  # the click scrolled the row into view: show the controls again
 
 
 def mixed_prompt(dump: str, n: int) -> int:
