@@ -2,9 +2,11 @@
 
 Writes a synthetic run folder (outside the repository by default: ~250 MB), then times, in one process
 through the app's ASGI interface (FastAPI's TestClient, so no network in the figure):
-  open   = build the app over the folder + the page's first calls: /api/runs, /api/metrics (every step),
+  open   = build the app over the folder + the page's first calls: /api/runs, /api/metrics (every step; the
+           series of the sections the page opens first, every metric's name),
            /api/steps, the last step's first page of prompts, and one prompt's responses;
-  page   = the next page of prompts, another step's first page, and a filtered search in it.
+  page   = the next page of prompts, another step's first page, a filtered search in it, the steps that sampled
+           a prompt (a byte search through every dump), a closed section's series, a live poll.
 Only the steps asked for are read (their lines through the index): the 1M rows are never all loaded.
 
     PYTHONPATH=. python bench/view_load.py [--folder /tmp/view-bench] [--steps 10000] [--dump-steps 1000]
@@ -69,7 +71,7 @@ def main() -> None:
     from hybridrl.view.runs import load_folders
 
     times: dict[str, float] = {}
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     c = timed("build app", lambda: TestClient(build_app(load_folders([args.folder]))), times)
 
     def get(path, **params):
@@ -78,21 +80,27 @@ def main() -> None:
         return r.json()
 
     timed("/api/runs", lambda: get("/api/runs"), times)
-    m = timed("/api/metrics (all steps)", lambda: get("/api/metrics", run=0), times)
+    first = "critic,val-core,actor,response_length"  # app.js OPEN_SECTIONS
+    m = timed("/api/metrics (open sections)", lambda: get("/api/metrics", run=0, sections=first, keys="timing_s/step"),
+              times)
     steps = timed("/api/steps", lambda: get("/api/steps", run=0, kind="rollout")["steps"], times)
     last = steps[-1]
     timed("/api/prompts (last step, page 1)", lambda: get("/api/prompts", run=0, kind="rollout", step=last), times)
     timed("/api/prompt", lambda: get("/api/prompt", run=0, kind="rollout", step=last, i=0), times)
-    opened = time.perf_counter() - start
+    opened, opened_cpu = time.perf_counter() - start, time.process_time() - cpu
     timed("next page", lambda: get("/api/prompts", run=0, kind="rollout", step=last, offset=50), times)
     timed("another step", lambda: get("/api/prompts", run=0, kind="rollout", step=steps[len(steps) // 2]), times)
     timed("search in it", lambda: get("/api/prompts", run=0, kind="rollout", step=steps[len(steps) // 2], q="+4",
                                       min_score=1), times)
-    live = timed("live poll (nothing new)", lambda: get("/api/metrics", run=0, offset=m["offset"]), times)
+    timed("steps that sampled a prompt", lambda: get("/api/prompt_steps", run=0, kind="rollout", step=last, i=0), times)
+    timed("open a closed section", lambda: get("/api/metrics", run=0, upto=m["rows"], sections="perf"), times)
+    live = timed("live poll (nothing new)", lambda: get("/api/metrics", run=0, since=m["rows"], gen=m["generation"],
+                                                        sections=first), times)
     assert live["steps"] == [] and len(m["steps"]) == args.steps
     for label, t in times.items():
         print(f"  {label:<36} {t * 1000:8.1f} ms")
-    print(f"open (app + first responses): {opened:.2f} s")
+    # CPU time beside wall time: on cores shared with other jobs the wall time also measures their load
+    print(f"open (app + first responses): {opened:.2f} s ({opened_cpu:.2f} s CPU)")
 
 
 if __name__ == "__main__":

@@ -447,7 +447,8 @@ class TrainerConfig:
     validation_data_dir: Optional[str] = doc(None, "write every validation generation to <dir>/<step>.jsonl (null: off)")
     dump_token_details: bool = doc(False, "rollout_data_dir rows also get per-token lists: the token text, the engine's "
                                           "log-prob, the trainer's log-prob before the update (one extra log-prob pass "
-                                          "per step) and their probability gap, and which tokens are trained on "
+                                          "per step unless the run computes pi_old anyway) and their probability gap, the entropy of pi_old at "
+                                          "each token (same forward), and which tokens are trained on "
                                           "(hybridrl view colours tokens by them)")
     total_epochs: int = doc(1, "passes over the training prompts", ge=1)
     total_training_steps: Optional[int] = doc(100, "stop after this many steps (null: total_epochs decides)", ge=1)

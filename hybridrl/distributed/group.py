@@ -308,6 +308,11 @@ class PolicyGroup:
     def log_probs(self, seqs: Sequences) -> Tensor:
         return self.pool.map_rows("policy", "log_probs", lambda a: a.policy_log_probs, seqs, self.balance_log_probs)
 
+    def log_probs_and_entropy(self, seqs: Sequences) -> tuple[Tensor, Tensor]:
+        both = self.pool.map_rows("policy", "log_probs_and_entropy", lambda a: a.policy_log_probs_and_entropy, seqs,
+                                  self.balance_log_probs)  # [N, 2, T]
+        return both[:, 0], both[:, 1]
+
     def update(self, batch: TrainBatch) -> dict[str, float]:
         return self.pool.update("policy", lambda a: a.policy_update, batch, self.mini_per_worker, self.balance_update)
 

@@ -77,6 +77,9 @@ class RoleWorker:
     def policy_log_probs(self, seqs: Sequences) -> Tensor:
         return self.policy.log_probs(seqs)
 
+    def policy_log_probs_and_entropy(self, seqs: Sequences) -> Tensor:
+        return self.policy.log_probs_and_entropy_stacked(seqs)  # [rows, 2, T]
+
     def policy_update(self, batch: TrainBatch) -> dict[str, float]:
         return self.policy.update(batch)
 

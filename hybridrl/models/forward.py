@@ -189,6 +189,20 @@ def batched_log_probs(model, seqs: Sequences, temperature: float, micro_batches:
                                micro_batches)
 
 
+@torch.no_grad()
+def batched_log_probs_and_entropy(model, seqs: Sequences, temperature: float, micro_batches: MicroBatches | int,
+                                  layout: Layout = PLAIN) -> Tensor:
+    """batched_log_probs and the entropy of π(.|s_t) at `temperature`, both from the same forward's logits
+    (no second pass); [N, 2, T]: [:, 0] the log-probs, [:, 1] the entropies, 0 on padding. One tensor so
+    that row shards of it concatenate like the log-probs alone (distributed/group.py map_rows)."""
+    def both(part: Sequences) -> Tensor:
+        lp, entropy = response_log_probs(model, part, temperature, with_entropy=True, layout=layout)
+        return torch.stack([lp, entropy], dim=1)  # [n, 2, T]
+    if not len(seqs.input_ids):  # a data-parallel rank's empty share: [0, 2, T], so that it concatenates
+        return seqs.response_mask.new_zeros(0, 2, seqs.response_mask.shape[1], dtype=torch.float32)
+    return _over_micro_batches(both, seqs, micro_batches)
+
+
 def response_values(model, seqs: Sequences, layout: Layout = PLAIN) -> Tensor:
     """V(s_t) of the state before each response token, from a scalar-head model; [N, T], 0 on padding.
 

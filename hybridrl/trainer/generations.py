@@ -41,12 +41,14 @@ def generation_rows(rollout: Rollout, out: RewardOutput, tokenizer, advantages: 
     return rows
 
 
-def add_token_details(rows: list[dict], rollout: Rollout, tokenizer, trainer_log_probs: Optional[Tensor] = None) -> None:
+def add_token_details(rows: list[dict], rollout: Rollout, tokenizer, trainer_log_probs: Optional[Tensor] = None,
+                      entropy: Optional[Tensor] = None) -> None:
     """trainer.dump_token_details: per-token lists on each row, over its real response tokens (tool tokens of a
     multi-turn rollout included): "tokens" (each decoded alone), "token_trained" (1: generated and trained on,
     0: a tool/observation token), "token_logprobs" (the engine's log π at sampling), and with
     `trainer_log_probs` ([N, T], the trainer's log π_old) "token_trainer_logprobs" and "token_prob_gap"
-    (engine probability minus trainer probability: the mismatch that training/rollout_probs_diff_* sums up).
+    (engine probability minus trainer probability: the mismatch that training/rollout_probs_diff_* sums up),
+    and with `entropy` ([N, T], the trainer's entropy of π_old(.|s_t) at the rollout temperature) "token_entropy".
     Values are None on tool tokens, which no model sampled."""
     attention, trained = rollout.response_attention().bool(), rollout.response_mask.bool()
     for i, row in enumerate(rows):
@@ -61,6 +63,8 @@ def add_token_details(rows: list[dict], rollout: Rollout, tokenizer, trainer_log
             ours = trainer_log_probs[i][where].tolist()
             row["token_trainer_logprobs"] = [_rounded(v, t) for v, t in zip(ours, mask)]
             row["token_prob_gap"] = [_rounded(math.exp(a) - math.exp(b), t) for a, b, t in zip(engine, ours, mask)]
+        if entropy is not None:
+            row["token_entropy"] = [_rounded(v, t) for v, t in zip(entropy[i][where].tolist(), mask)]
 
 
 def _rounded(value: float, trained: bool) -> Optional[float]:

@@ -93,6 +93,7 @@ class FrozenPasses:
     values: Optional[Tensor] = None  # V(s_t)
     baselines: Optional[Tensor] = None  # [N] remax's greedy rewards
     dumped: Optional[Tensor] = None  # trainer.dump_token_details: the trainer's log-probs written with the samples
+    entropy: Optional[Tensor] = None  # ... and its per-token entropy, from the same forward
 
 
 class RLTrainer:
@@ -170,7 +171,8 @@ class RLTrainer:
             # π_old, frozen before any update; left until the advantages are known when only the rows with a
             # gradient need it (the in-reward KL and the rejection band, which sets the normaliser, need every row's)
             later = needs_old and s.skip_zero_advantage and r.kl_ctrl is None and s.rollout_rs is None
-            f = self.frozen_passes(rollout, seqs, needs_old and not later, m)
+            dump = s.dump_token_details and bool(s.rollout_data_dir)  # the dump's per-token detail
+            f = self.frozen_passes(rollout, seqs, needs_old and not later, dump, m)
             token_rewards = on_last_token(reward.rewards, mask)
             if r.kl_ctrl is not None:  # r_t - beta * KL_t (RLHF's KL-shaped reward)
                 token_rewards, kl = apply_kl_penalty(token_rewards, f.old, f.ref, mask, s.kl_penalty, r.kl_ctrl.value)
@@ -191,9 +193,11 @@ class RLTrainer:
                 keep = rollout_rs_keep(f.old, rollout.rollout_log_probs, mask, s.rollout_rs)
                 m.update(rejection_metrics(mask, keep))
                 seqs = dataclasses.replace(seqs, response_mask=keep)
-            if s.dump_token_details and s.rollout_data_dir:  # π_old as the trainer computes it, before the update
+            if dump and f.entropy is None:  # π_old as the trainer computes it, before the update (one forward)
                 with timed(m, "token_details"):
-                    f.dumped = f.old if f.old is not None and not later else r.policy.log_probs(seqs)
+                    f.dumped, f.entropy = r.policy.log_probs_and_entropy(seqs)
+            elif dump:
+                f.dumped = f.old
             if r.critic is not None:
                 with timed(m, "update_critic"):
                     m.update(r.critic.update(CriticBatch(seqs, f.values, adv.returns)))
@@ -202,16 +206,17 @@ class RLTrainer:
                     m.update(r.policy.update(TrainBatch(seqs, adv.advantages, rollout.rollout_log_probs, f.old, f.ref,
                                                         f.teacher)))
         m.update(data_metrics(rollout, reward, token_rewards, adv, f.values, s.max_response_length))
-        self.record(step, m, rollout, reward, adv, with_signal, f.dumped)
+        self.record(step, m, rollout, reward, adv, with_signal, f)
         return m
 
-    def frozen_passes(self, rollout, seqs, old: bool, m: dict[str, float]) -> "FrozenPasses":
+    def frozen_passes(self, rollout, seqs, old: bool, dump: bool, m: dict[str, float]) -> "FrozenPasses":
         """The forwards of models that do not change this step (π_old when `old`, the reference, the teacher, the
-        critic's values, remax's greedy baseline), each only when the run uses it."""
+        critic's values, remax's greedy baseline), each only when the run uses it; with `dump` the π_old forward
+        also gives the per-token entropy the dump writes."""
         r, f = self.r, FrozenPasses()
         if old:
             with timed(m, "old_log_prob"):
-                f.old = r.policy.log_probs(seqs)
+                f.old, f.entropy = r.policy.log_probs_and_entropy(seqs) if dump else (r.policy.log_probs(seqs), None)
         if r.reference is not None:  # only when a KL term is used
             with timed(m, "ref"):
                 f.ref = r.reference.log_probs(seqs)
@@ -226,7 +231,7 @@ class RLTrainer:
                 f.baselines = greedy_baseline(r.policy, r.reward, rollout, r.loop.n, r.sampling)
         return f
 
-    def record(self, step: int, m: dict[str, float], rollout, reward, adv, with_signal, dumped) -> None:
+    def record(self, step: int, m: dict[str, float], rollout, reward, adv, with_signal, f: "FrozenPasses") -> None:
         """Throughput, MFU and memory metrics into `m`; with trainer.rollout_data_dir, the step's generations."""
         r, s, mask = self.r, self.r.loop, rollout.response_mask
         m.update(throughput_metrics(rollout, m["timing_s/step"], r.plan.world_size))
@@ -239,7 +244,7 @@ class RLTrainer:
             seq_adv = ((adv.advantages * mask).sum(-1) / mask.sum(-1).clamp(min=1)).tolist()
             rows = generation_rows(rollout, reward, r.tokenizer, seq_adv)
             if s.dump_token_details:
-                add_token_details(rows, rollout, r.tokenizer, dumped)
+                add_token_details(rows, rollout, r.tokenizer, f.dumped, f.entropy)
             dump_rows(s.rollout_data_dir, step, rows)
 
     def validate(self, step: int) -> dict[str, float]:

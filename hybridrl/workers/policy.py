@@ -20,7 +20,7 @@ from hybridrl.batch import PromptBatch, Rollout, Sequences, TrainBatch, select, 
 from hybridrl.config.levers import MicroBatching
 from hybridrl.distributed.sharding import Replicated, Sharding
 from hybridrl.models.flops import ModelShape
-from hybridrl.models.forward import PLAIN, Layout, batched_log_probs, response_log_probs
+from hybridrl.models.forward import PLAIN, Layout, batched_log_probs, batched_log_probs_and_entropy, response_log_probs
 from hybridrl.models.lora import POLICY_KEY, plain_state_dict
 from hybridrl.rollout.base import RolloutEngine, SamplingParams, generate_rollout
 from hybridrl.workers.update_loop import UpdatingWorker, clip_and_step, micro_batch_rows_of
@@ -127,6 +127,20 @@ class Policy(UpdatingWorker[TrainBatch]):
         rows = lambda part: micro_batch_rows_of(part, s.log_prob_batching, s.layout.share_prompts)  # noqa: E731
         with self.sharding.gathered(self.module), self.precision.autocast():
             return batched_log_probs(self.module, to_device(seqs, self.device), s.temperature, rows, s.layout).cpu()
+
+    def log_probs_and_entropy(self, seqs: Sequences) -> tuple[Tensor, Tensor]:
+        """log_probs and, from the same forward, the entropy of π(.|s_t) at the rollout temperature: two
+        [N, T] tensors, 0 on padding (trainer.dump_token_details)."""
+        both = self.log_probs_and_entropy_stacked(seqs)
+        return both[:, 0], both[:, 1]
+
+    def log_probs_and_entropy_stacked(self, seqs: Sequences) -> Tensor:
+        """[N, 2, T]: log-probs and entropies in one tensor, the form a Ray worker returns (its row shards concatenate)."""
+        s = self.settings
+        rows = lambda part: micro_batch_rows_of(part, s.log_prob_batching, s.layout.share_prompts)  # noqa: E731
+        with self.sharding.gathered(self.module), self.precision.autocast():
+            return batched_log_probs_and_entropy(self.module, to_device(seqs, self.device), s.temperature, rows,
+                                                 s.layout).cpu()
 
     def _optimizer_step(self, mini: TrainBatch) -> dict[str, float]:
         # Normalize by the whole mini-batch (over every data-parallel rank) so accumulated

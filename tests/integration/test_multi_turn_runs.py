@@ -31,7 +31,7 @@ def test_two_multi_turn_grpo_steps_with_the_calculator(random_model_dir, tmp_pat
         f"actor_rollout_ref.rollout.multi_turn.tool_config_path={tmp_path / 'tools.yaml'}",
         "actor_rollout_ref.rollout.temperature=0.5",
         "trainer.total_training_steps=2", f"trainer.default_local_dir={tmp_path / 'run'}",
-        f"trainer.rollout_data_dir={tmp_path / 'gens'}"])
+        f"trainer.rollout_data_dir={tmp_path / 'gens'}", "trainer.dump_token_details=true"])
     run = build_run(cfg, validate_rl_config(cfg), log=lambda *_: None)
     RLTrainer(run).fit()
     records = [json.loads(line) for line in open(run.tracker.path)][1:]
@@ -45,3 +45,12 @@ def test_two_multi_turn_grpo_steps_with_the_calculator(random_model_dir, tmp_pat
     assert sum(r["tool_call_counts/calculator"] for r in records) > 0 and max(r["num_turns/max"] for r in records) == 2
     gens = [json.loads(line) for line in open(tmp_path / "gens" / "1.jsonl")]
     assert any("<tool_response>" in g["output"] for g in gens)
+    # token detail: the model's tokens carry the trainer's entropy, the tool's tokens (not trained on) none
+    from transformers import AutoConfig
+
+    most = math.log(AutoConfig.from_pretrained(model).vocab_size)  # the entropy of a uniform π over the vocabulary
+    for g in gens:
+        assert len(g["token_entropy"]) == len(g["tokens"]) == len(g["token_trained"])
+        for h, trained in zip(g["token_entropy"], g["token_trained"]):
+            assert (h is None) == (not trained) and (h is None or 0 <= h <= most)
+    assert any(0 in g["token_trained"] for g in gens)

@@ -10,6 +10,7 @@ import sys
 import time
 
 import pytest
+import torch
 
 ray = pytest.importorskip("ray")
 
@@ -263,3 +264,25 @@ def test_workers_the_cluster_cannot_host_are_refused_at_once(arith_data, tmp_pat
         RayRoles(cfg, validate_rl_config(cfg), 3, 0, log=lambda *_: None)  # with ray the driver needs no GPU
     assert time.monotonic() - start < 10
 
+
+
+def test_ray_workers_give_the_local_log_probs_and_entropy(arith_data, tmp_path, cluster):
+    """trainer.dump_token_details' entropy: two workers' row shards concatenate to what one process computes."""
+    args = overrides(arith_data, tmp_path, "trainer.worker_timeout_s=120")
+    cfg = load_config(RLConfig, None, [*args, "trainer.backend=ray", "trainer.n_gpus_per_node=2"])
+    pad_id = load_tokenizer(resolve_model_path("tiny-arith")).pad_token_id
+    roles = RayRoles(cfg, validate_rl_config(cfg), 3, pad_id, log=lambda *_: None)
+    try:
+        seqs = train_batch(roles, arith_data).seqs
+        lp, entropy = roles.policy.log_probs_and_entropy(seqs)
+        alone = roles.policy.log_probs(seqs)
+    finally:
+        roles.close()
+    local_cfg = load_config(RLConfig, None, args)
+    local = build_run(local_cfg, validate_rl_config(local_cfg), log=lambda *_: None).policy
+    local_lp, local_entropy = local.log_probs_and_entropy(seqs)
+    mask = seqs.response_mask.bool()
+    assert entropy.shape == lp.shape == seqs.response_mask.shape and (entropy[mask] > 0).all()
+    assert (entropy[~mask] == 0).all()
+    assert torch.equal(lp, alone)  # the extra output leaves the log-probs as they were
+    assert torch.allclose(lp, local_lp, atol=1e-5) and torch.allclose(entropy, local_entropy, atol=1e-5)

@@ -1,8 +1,10 @@
 """`hybridrl view` driven in headless Chromium (Selenium) as a user would: on a real tiny GRPO run (dumps
-with per-token detail) beside a second run, the curves draw with both runs' traces, EMA and log scale
-change the plot, new metric lines appear without a reload, a prompt opens into its n responses with
-coloured tokens, the same prompt at another step opens beside it, the generations switch runs, the A/B
-table fills, and the console stays free of errors. Screenshots go to tests/artifacts/view/ (gitignored).
+with per-token detail) beside a real multi-turn calculator run, the curves draw with both runs' traces, EMA
+and log scale change the plot, a closed section's series load when it opens, new metric lines appear without
+a reload, a prompt opens into its n responses with coloured tokens, the "same prompt at step" picker lists
+only the steps that sampled it and opens one beside it, the tool run's turns show with the tool's tokens
+marked untrained, the A/B table fills, and the console stays free of errors. Screenshots go to
+tests/artifacts/view/ (gitignored).
 
 Needs chromium and chromedriver (apt-get install chromium chromium-driver; .ci/run installs them).
 """
@@ -44,26 +46,34 @@ def tiny_run(arith_data, folder: Path) -> Path:
     return folder
 
 
-def second_run(folder: Path) -> Path:
-    """A small run written as a trainer writes one, with a tool turn (untrained tokens) in its dump."""
-    (folder / "rollouts").mkdir(parents=True)
-    (folder / "config.yaml").write_text("trainer:\n  experiment_name: other\n  rollout_data_dir: rollouts\n")
-    with open(folder / "metrics.jsonl", "w") as f:
-        for s in range(1, 4):
-            f.write(json.dumps({"step": s, "critic/score/mean": 0.2 * s, "actor/entropy": 1.0 / s,
-                                "timing_s/step": 1.5}) + "\n")
-    row = {"step": 1, "input": "Add 2 and 3 with the tool.", "output": "<tool>2+3</tool>5", "score": 1.0,
-           "reward": 1.0, "data_source": "tools", "response_length": 3, "advantage": 0.7, "num_turns": 2,
-           "tokens": ["<tool>2+3</tool>", "5", "."], "token_trained": [1, 0, 1],
-           "token_logprobs": [-0.1, None, -2.0]}
-    (folder / "rollouts" / "1.jsonl").write_text(json.dumps(row) + "\n")
-    return folder
+def tool_run(random_model_dir: str, folder: Path) -> Path:
+    """A real 2-step multi-turn GRPO run with the calculator (tests/integration/test_multi_turn_runs.py's setup: a
+    tiny model warm-started to call the tool), its rollouts dumped with token detail: tool turns in the dump."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    from run_helpers import train
+    from tool_helpers import warm_start, write_sum_prompts
+
+    folder.mkdir(parents=True)
+    data = write_sum_prompts(str(folder / "sums.parquet"))
+    (folder / "tools.yaml").write_text("tools:\n  - class_name: calculator\n")
+    model = warm_start(random_model_dir, str(folder / "warm"))
+    run = folder / "run"
+    train([f"data.train_files={data}", f"data.val_files={data}", "data.train_batch_size=4", "data.val_max_samples=4",
+           "data.max_response_length=150", "actor_rollout_ref.actor.ppo_mini_batch_size=4",
+           "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=16", "actor_rollout_ref.rollout.n=4",
+           f"actor_rollout_ref.model.path={model}", "actor_rollout_ref.rollout.multi_turn.enable=true",
+           "actor_rollout_ref.rollout.multi_turn.max_assistant_turns=2",
+           f"actor_rollout_ref.rollout.multi_turn.tool_config_path={folder / 'tools.yaml'}",
+           "actor_rollout_ref.rollout.temperature=0.5", "trainer.total_training_steps=2", "trainer.logger=[file]",
+           f"trainer.default_local_dir={run}", f"trainer.rollout_data_dir={run / 'rollouts'}",
+           "trainer.dump_token_details=true", "trainer.experiment_name=tools"])
+    return run
 
 
 @pytest.fixture(scope="module")
-def runs(arith_data, tmp_path_factory):
+def runs(arith_data, random_model_dir, tmp_path_factory):
     base = tmp_path_factory.mktemp("view")
-    return tiny_run(arith_data, base / "tiny"), second_run(base / "other")
+    return tiny_run(arith_data, base / "tiny"), tool_run(random_model_dir, base / "tools")
 
 
 @pytest.fixture(scope="module")
@@ -113,11 +123,17 @@ def trace_names(metric: str) -> str:
     return f"(document.querySelector('.plot[data-metric=\"{metric}\"]')?.data || []).map(t => t.name).join(',')"
 
 
+def other_steps(driver, prompt: str) -> list[str]:
+    """The "same prompt at step" choices once the page has filled them for `prompt` ("step:i")."""
+    wait_for(driver, f"document.getElementById('other-step').dataset.prompt === '{prompt}'")
+    return driver.execute_script("return [...document.getElementById('other-step').options].map(o => o.value)")
+
+
 def test_the_viewer_in_a_browser(server, browser, runs):
     d = browser
     d.get(server)
     # curves: one plot per metric, a trace per run, named by experiment_name
-    assert wait_for(d, f"{trace_names('critic/score/mean')} === 'tiny_grpo,other'")
+    assert wait_for(d, f"{trace_names('critic/score/mean')} === 'tiny_grpo,tools'")
     assert d.execute_script("return document.querySelector('.plot[data-metric=\"critic/score/mean\"]').data[0].x"
                             ".length") == 3
     assert d.execute_script("return document.querySelector('.plot[data-metric=\"val-core/arithmetic/reward/mean@1\"]')"
@@ -125,11 +141,16 @@ def test_the_viewer_in_a_browser(server, browser, runs):
     sections = d.execute_script("return [...document.querySelectorAll('details.section')].map(s => s.dataset.section)")
     assert {"actor", "critic", "timing_s", "val-core"} <= set(sections)
     shot(d, "curves")
-    # smoothing and log scale change what is drawn
-    raw = d.execute_script("return document.querySelector('.plot[data-metric=\"actor/entropy\"]').data[1].y")
+    # smoothing and log scale change what is drawn: the debiased EMA's 2nd point is (0.09 y0 + 0.1 y1) / 0.19
+    raw = d.execute_script("return document.querySelector('.plot[data-metric=\"actor/entropy\"]').data[0].y")
     d.execute_script("const e = document.getElementById('ema'); e.value = '0.9'; e.dispatchEvent(new Event('input'))")
-    smooth = wait_for(d, "document.querySelector('.plot[data-metric=\"actor/entropy\"]').data[1].y")
-    assert smooth[0] == pytest.approx(raw[0]) and smooth[-1] > raw[-1]  # a falling series lags when smoothed
+    smooth = wait_for(d, "document.querySelector('.plot[data-metric=\"actor/entropy\"]').data[0].y")
+    assert smooth[0] == pytest.approx(raw[0]) and smooth[1] == pytest.approx((0.09 * raw[0] + 0.1 * raw[1]) / 0.19)
+    assert raw[1] != pytest.approx(raw[0])  # (else smoothing would change nothing)
+    # a closed section's series arrive when it is opened (the first load sends the open sections' only)
+    assert d.execute_script("return document.querySelector('.plot[data-metric=\"perf/throughput\"]')") is None
+    d.find_element(By.CSS_SELECTOR, 'details.section[data-section="perf"] summary').click()
+    assert wait_for(d, "document.querySelector('.plot[data-metric=\"perf/throughput\"]')?.data?.length") == 2
     d.find_element(By.ID, "log-y").click()
     assert wait_for(d, "document.querySelector('.plot[data-metric=\"actor/entropy\"]').layout.yaxis.type === 'log'")
     # hide a run, then a new line of the other one arrives while the page is open
@@ -137,8 +158,9 @@ def test_the_viewer_in_a_browser(server, browser, runs):
     assert wait_for(d, f"{trace_names('critic/score/mean')} === 'tiny_grpo'")
     d.find_element(By.ID, "run-1").click()
     with open(runs[1] / "metrics.jsonl", "a") as f:
-        f.write(json.dumps({"step": 4, "critic/score/mean": 0.9}) + "\n")
-    assert wait_for(d, "document.querySelector('.plot[data-metric=\"critic/score/mean\"]').data[1].x.length === 4", 15)
+        f.write(json.dumps({"step": 3, "critic/score/mean": 0.9}) + "\n")
+    assert wait_for(d, "document.querySelector('.plot[data-metric=\"critic/score/mean\"]').data[1].x.join()"
+                    " === '1,2,3'", 15)
 
     # generations of the real run: the last step's prompts, one opened into its 4 responses with token colours
     d.find_element(By.ID, "tab-gens").click()
@@ -154,28 +176,43 @@ def test_the_viewer_in_a_browser(server, browser, runs):
                                 ".length")
     assert coloured > 0
     shot(d, "generations")
-    # the same prompt at another step, if that step sampled it; else its message shows in the second column
-    Select(d.find_element(By.ID, "other-step")).select_by_value("1")
-    assert wait_for(d, "document.querySelectorAll('.step-col').length") == 2
+    # the same prompt at another step: the picker offers only the steps that sampled it (rollouts: seldom any)
+    offered = other_steps(d, "3:0")
+    prompt = d.execute_script("return document.querySelector('.step-col .prompt-text').textContent")
+    sampled = [int(p.stem) for p in (runs[0] / "rollouts").glob("*.jsonl") if p.stem != "3"
+               and any(json.loads(line)["input"] == prompt for line in open(p))]
+    assert offered == [""] + [str(s) for s in sorted(sampled)]
     # validation prompts repeat at every validation: the same prompt at two steps, side by side
     Select(d.find_element(By.ID, "gen-kind")).select_by_visible_text("validation")
     assert wait_for(d, "document.getElementById('gen-step').options.length") == 4  # steps 0..3
     d.find_elements(By.CSS_SELECTOR, "tr.prompt-row")[0].click()
     wait_for(d, "document.querySelectorAll('.step-col .sample').length")
+    assert other_steps(d, "3:0") == ["", "0", "1", "2"]
     Select(d.find_element(By.ID, "other-step")).select_by_value("0")
     assert wait_for(d, "[...document.querySelectorAll('.step-col')].map(c => c.dataset.step).join(',')") == "3,0"
     texts = d.execute_script("return [...document.querySelectorAll('.step-col .prompt-text')].map(p => p.textContent)")
     assert texts[0] == texts[1]
     shot(d, "same-prompt-two-steps")
-    # a search that matches nothing, then switching runs: the other run's tool turn, its untrained token marked
+    # a search that matches nothing, then switching runs: the tool run's turns, the tool's tokens marked untrained
     d.find_element(By.ID, "f-q").send_keys("no such text anywhere")
     assert wait_for(d, "document.getElementById('prompt-count').textContent.includes('0 of')")
     d.find_element(By.ID, "f-q").clear()
-    Select(d.find_element(By.ID, "gen-run")).select_by_visible_text("other")
-    assert wait_for(d, "document.querySelectorAll('tr.prompt-row').length") == 1
-    d.find_element(By.CSS_SELECTOR, "tr.prompt-row").click()
-    assert wait_for(d, "document.querySelectorAll('.sample .tok.masked').length") == 1
-    assert "num_turns=2" in d.find_element(By.CSS_SELECTOR, ".sample").text
+    Select(d.find_element(By.ID, "gen-run")).select_by_visible_text("tools")
+    assert wait_for(d, "document.querySelectorAll('tr.prompt-row').length") == 4  # data.train_batch_size=4
+    dumped = [json.loads(line) for line in open(runs[1] / "rollouts" / "2.jsonl")]
+    with_tool = next(i for i, r in enumerate(dumped) if "<tool_response>" in r["output"]) // 4  # n=4 rows a prompt
+    d.find_elements(By.CSS_SELECTOR, "tr.prompt-row")[with_tool].click()
+    wait_for(d, "document.querySelectorAll('.step-col .sample').length === 4")
+    masked = d.execute_script("return [...document.querySelectorAll('.sample .tok.masked')].map(s => s.textContent).join('')")
+    assert "<tool_response>" in masked  # the tool's reply: shown, marked as not trained on
+    trained = d.execute_script("return [...document.querySelectorAll('.sample .tok:not(.masked)')].map(s => s.textContent)"
+                               ".join('')")
+    assert "<tool_call>" in trained and "<tool_response>" not in trained  # the model's own call is trained on
+    assert "num_turns=2" in d.find_element(By.CSS_SELECTOR, ".step-col").text
+    want = sum(r["token_trained"].count(0) for r in dumped[with_tool * 4:with_tool * 4 + 4])
+    assert d.execute_script("return document.querySelectorAll('.sample .tok.masked').length") == want
+    d.execute_script("document.querySelector('.sample .tok.masked').scrollIntoView({block: 'center'})")
+    shot(d, "tool-turns")
 
     # A/B: compare's final/best of the two runs
     d.find_element(By.ID, "tab-ab").click()

@@ -77,23 +77,36 @@ async function loadRuns() {
 }
 
 // ---- curves ----------------------------------------------------------------------------------------
+// The server sends every metric's name but only the series of the sections a run has loaded (the open
+// ones; the rest when opened): a long run's first load ships the charts on screen, not every column.
+const ALWAYS_KEYS = ["timing_s/step"];  // the time x-axis needs it whatever is open
+
+function metricsOf(i) {
+  return state.metrics[i] || (state.metrics[i] = {steps: [], series: {}, names: [], gen: -1, loaded: new Set(OPEN_SECTIONS)});
+}
+
+function merge(m, d) {  // rows d.steps appended after m.steps (d.series: columns of those rows)
+  if (d.reset) { m.steps = []; m.series = {}; }
+  const before = m.steps.length;
+  for (const [key, col] of Object.entries(d.series)) {
+    const dest = m.series[key] || (m.series[key] = new Array(before).fill(null));
+    while (dest.length < before) dest.push(null);
+    dest.push(...col);
+  }
+  m.steps.push(...d.steps);
+  for (const col of Object.values(m.series)) while (col.length < m.steps.length) col.push(null);
+  m.names = d.names; m.gen = d.generation;
+}
+
 async function pollMetrics() {
   let ok = true;
   for (let i = 0; i < state.runs.length; i++) {
-    const m = state.metrics[i] || (state.metrics[i] = {steps: [], series: {}, offset: 0});
+    const m = metricsOf(i);
     try {
-      const d = await api("metrics", {run: i, offset: m.offset});
-      if (d.reset) { m.steps = []; m.series = {}; }
-      const before = m.steps.length;
-      for (const [key, col] of Object.entries(d.series)) {
-        const dest = m.series[key] || (m.series[key] = new Array(before).fill(null));
-        while (dest.length < before) dest.push(null);
-        dest.push(...col);
-      }
-      m.steps.push(...d.steps);
-      for (const col of Object.values(m.series)) while (col.length < m.steps.length) col.push(null);
-      m.offset = d.offset;
-      m.changed = m.changed || d.steps.length > 0 || d.reset;
+      const d = await api("metrics", {run: i, since: m.steps.length, gen: m.gen, sections: [...m.loaded].join(","), keys: ALWAYS_KEYS.join(",")});
+      const names = m.names.length;
+      merge(m, d);
+      m.changed = m.changed || d.steps.length > 0 || d.reset || d.names.length !== names;
       if (d.skipped) message(`${state.runs[i].name}: ${d.skipped} line(s) of metrics.jsonl are not JSON and were skipped`, "", "skip-" + i);
       clearMessage("metrics-" + i);
     } catch (e) { ok = false; message(`${state.runs[i].name}: metrics: ${e.message}`, "error", "metrics-" + i); }
@@ -103,6 +116,21 @@ async function pollMetrics() {
     Object.values(state.metrics).forEach((m) => { m.changed = false; });
     renderCurves();
   }
+}
+
+async function loadSections(i, sections) {  // the series of newly opened sections, for the rows the page has
+  const m = metricsOf(i);
+  sections.forEach((s) => m.loaded.add(s));
+  try {
+    const d = await api("metrics", {run: i, since: 0, upto: m.steps.length, gen: m.gen, sections: sections.join(",")});
+    if (d.reset) { m.steps = []; m.series = {}; m.gen = -1; return; }  // the next poll reloads from 0
+    for (const [key, col] of Object.entries(d.series)) {  // rows a poll appended meanwhile are kept
+      const had = m.series[key] || [];
+      m.series[key] = had.length > col.length ? col.concat(had.slice(col.length)) : col;
+      while (m.series[key].length < m.steps.length) m.series[key].push(null);
+    }
+  } catch (e) { sections.forEach((s) => m.loaded.delete(s)); message(`${state.runs[i].name}: metrics: ${e.message}`, "error", "metrics-" + i); }
+  renderCurves();
 }
 
 function num(v) { return v === "nan" ? NaN : v === "inf" ? Infinity : v === "-inf" ? -Infinity : v; }
@@ -131,7 +159,7 @@ function renderCurves() {
   if (state.tab !== "curves" || window.PLOTLY_MISSING || typeof Plotly === "undefined") return;
   const filter = document.getElementById("metric-filter").value.trim().toLowerCase();
   const keys = new Set();
-  for (const i of state.shown) for (const k of Object.keys((state.metrics[i] || {series: {}}).series)) keys.add(k);
+  for (const i of state.shown) for (const k of (state.metrics[i] || {names: []}).names) keys.add(k);
   const bySection = {};
   [...keys].sort().filter((k) => !filter || k.toLowerCase().includes(filter)).forEach((k) => (bySection[sectionOf(k)] = bySection[sectionOf(k)] || []).push(k));
   const root = document.getElementById("sections");
@@ -146,6 +174,11 @@ function renderCurves() {
     }
     sec.querySelector("summary").textContent = `${name}/ (${bySection[name].length})`;
     if (sec.open) drawSection(sec, bySection[name]);
+  }
+  for (const i of state.shown) {  // open sections whose series a run has not sent yet
+    const m = state.metrics[i];
+    const missing = m ? [...root.querySelectorAll("details.section[open]")].map((d) => d.dataset.section).filter((s) => !m.loaded.has(s)) : [];
+    if (missing.length) loadSections(i, missing);
   }
   if (!keys.size) message("no metrics logged yet in the runs shown (the page updates when they appear)", "", "no-metrics");
   else clearMessage("no-metrics");
@@ -253,7 +286,18 @@ async function openPrompt(i, key) {
     cols.textContent = "";
     cols.append(promptColumn(d));
     clearMessage("prompt-error");
+    await otherSteps(i);
   } catch (e) { message("prompt: " + e.message, "error", "prompt-error"); }
+}
+
+async function otherSteps(i) {  // the picker lists the other steps that sampled this prompt (else every step)
+  const g = state.gen, other = document.getElementById("other-step");
+  let steps = g.steps;
+  try { steps = (await api("prompt_steps", {run: g.run, kind: g.kind, step: g.step, i})).steps; } catch (e) { /* keep every step */ }
+  other.textContent = "";
+  other.append(el("option", {value: "", text: steps.length > 1 ? "—" : "— (no other step sampled it)"}));
+  steps.filter((s) => s !== g.step).forEach((s) => other.append(el("option", {value: s, text: s})));
+  other.dataset.prompt = `${g.step}:${i}`;  // whose steps these are (the browser test waits for it)
 }
 
 async function compareStep() {

@@ -40,3 +40,15 @@ def test_without_trainer_log_probs_only_the_engine_side_is_written():
     rows = [{}]
     add_token_details(rows, rollout, CharTokenizer())
     assert rows[0]["token_logprobs"] == [-1.0, None] and "token_prob_gap" not in rows[0]
+
+
+def test_entropy_is_written_on_trained_tokens_only():
+    attention = torch.tensor([[1, 1, 1, 0]])
+    trained = torch.tensor([[1, 0, 1, 0]])  # gen, tool, gen, padding
+    rollout = SimpleNamespace(response_ids=torch.tensor([[1, 2, 3, 0]]), response_mask=trained,
+                              rollout_log_probs=torch.tensor([[-0.1, 0.0, -0.2, 0.0]]), response_attention=lambda: attention)
+    rows = [{}]
+    add_token_details(rows, rollout, CharTokenizer(), rollout.rollout_log_probs, torch.tensor([[1.0986123, 0.5, 0.25, 0.0]]))
+    assert rows[0]["token_entropy"] == [1.098612, None, 0.25]  # rounded to 6 decimals; none on the tool token
+    add_token_details(rows := [{}], rollout, CharTokenizer(), rollout.rollout_log_probs)
+    assert "token_entropy" not in rows[0]

@@ -32,12 +32,20 @@ def test_runs_metrics_and_live_updates(two_runs):
     runs = c.get("/api/runs").json()
     assert [r["name"] for r in runs["runs"]] == ["A", "B"] and runs["plotly"] is True
     assert runs["runs"][0]["generations"]["rollout"].endswith("rollouts")
-    first = c.get("/api/metrics", params={"run": 1}).json()
-    assert first["steps"] == [0, 1, 2, 3, 4, 5]
+    first = c.get("/api/metrics", params={"run": 1, "sections": "critic"}).json()
+    assert first["steps"] == [0, 1, 2, 3, 4, 5] and set(first["series"]) == {"critic/score/mean"}
+    assert "val-core/arith/reward/mean@1" in first["names"]  # the other sections' names come, not their series
+    assert len(c.get("/api/metrics", params={"run": 1}).json()["series"]) == len(first["names"])  # none named: all
     with open(f"{two_runs[1]}/metrics.jsonl", "a") as f:  # the run trains on
         f.write(json.dumps({"step": 6, "critic/score/mean": 0.6}) + "\n")
-    new = c.get("/api/metrics", params={"run": 1, "offset": first["offset"]}).json()
-    assert new["steps"] == [6] and new["series"] == {"critic/score/mean": [0.6]}
+    new = c.get("/api/metrics", params={"run": 1, "since": 6, "gen": first["generation"], "sections": "critic"}).json()
+    assert new["steps"] == [6] and new["series"] == {"critic/score/mean": [0.6]} and not new["reset"]
+    # a section opened later: its columns up to the rows the page has
+    late = c.get("/api/metrics", params={"run": 1, "upto": 6, "sections": "val-core"}).json()
+    assert late["steps"] == first["steps"] and list(late["series"]) == ["val-core/arith/reward/mean@1"]
+    open(f"{two_runs[1]}/metrics.jsonl", "w").write('{"step": 0, "critic/score/mean": 0.5}\n')  # a resumed run rewrote it
+    again = c.get("/api/metrics", params={"run": 1, "since": 7, "gen": first["generation"], "sections": "critic"}).json()
+    assert again["reset"] and again["steps"] == [0] and again["series"] == {"critic/score/mean": [0.5]}
 
 
 def test_prompts_page_filter_and_one_prompt_at_two_steps(two_runs):
@@ -51,6 +59,8 @@ def test_prompts_page_filter_and_one_prompt_at_two_steps(two_runs):
     assert one["input"] == "What is 1+1?" and [r["score"] for r in one["rows"]] == [1.0, 0.0]
     other = c.get("/api/prompt", params={"run": 0, "kind": "rollout", "step": 2, "key": one["key"]}).json()
     assert other["step"] == 2 and other["input"] == one["input"]
+    assert c.get("/api/prompt_steps", params={"run": 0, "kind": "rollout", "step": 1, "i": 1}).json() == {"steps": [1, 2]}
+    assert c.get("/api/prompt_steps", params={"run": 0, "kind": "rollout", "step": 1, "i": 5}).status_code == 404
     missing = c.get("/api/prompt", params={"run": 0, "kind": "rollout", "step": 2, "key": "0000"})
     assert missing.status_code == 200 and missing.json() == {
         "found": False, "step": 2, "message": "this prompt is not among step 2's 2 prompts"}

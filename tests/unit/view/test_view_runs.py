@@ -10,25 +10,41 @@ from hybridrl.view.generations import Filter, StepCache, find, group_rows, page
 from hybridrl.view.runs import RunFolder, ViewError, load_folders
 
 
-def test_metrics_are_columnar_and_a_client_gets_only_new_lines_by_offset(tmp_path):
+def test_metrics_are_columnar_and_only_appended_lines_are_parsed(tmp_path):
     run = RunFolder(write_run(tmp_path, steps=2))
-    first = run.metrics_since(0)
-    assert first["steps"] == [0, 1, 2]
+    first = run.metrics_table().select()
+    assert first["steps"] == [0, 1, 2] and first["rows"] == 3
     assert first["series"]["critic/score/mean"] == [None, 0.1, 0.2]
     assert first["series"]["val-core/arith/reward/mean@1"] == [0.25, None, None]
+    table = run.metrics_table()
+    kept = table.series["critic/score/mean"]
     with open(tmp_path / "metrics.jsonl", "a") as f:
         f.write(json.dumps({"step": 3, "critic/score/mean": "nan"}) + "\n" + '{"step": 4, "critic/sc')
-    new = run.metrics_since(first["offset"])
-    assert new["steps"] == [3] and new["series"] == {"critic/score/mean": ["nan"]} and not new["reset"]
-    assert run.metrics_since(new["offset"])["steps"] == []  # the half-written step 4 waits for its newline
+    new = run.metrics_table().select(since=3)
+    assert new["steps"] == [3] and new["series"]["critic/score/mean"] == ["nan"]
+    assert new["series"]["val-core/arith/reward/mean@1"] == [None]
+    assert run.metrics_table().series["critic/score/mean"] is kept  # extended in place, not parsed again
+    assert run.metrics_table().select(since=4)["steps"] == []  # the half-written step 4 waits for its newline
 
 
-def test_a_rewritten_metrics_file_says_reset_and_corrupt_lines_are_counted(tmp_path):
+def test_a_selection_ships_only_the_asked_sections_and_keys_but_every_name(tmp_path):
     run = RunFolder(write_run(tmp_path, steps=3))
-    offset = run.metrics_since(0)["offset"]
+    names = run.metrics_table().select()["names"]
+    some = run.metrics_table().select(sections=["val-core"], keys=["critic/score/mean"], upto=2)
+    assert set(some["series"]) == {"val-core/arith/reward/mean@1", "critic/score/mean"} and len(names) > 2
+    assert some["names"] == names and some["steps"] == [0, 1] and some["rows"] == 4
+    assert run.metrics_table().select(sections=[])["series"] == {}
+
+
+def test_a_rewritten_metrics_file_starts_a_new_generation_and_corrupt_lines_are_counted(tmp_path):
+    run = RunFolder(write_run(tmp_path, steps=3))
+    gen = run.metrics_table().generation
+    run.summary()  # refreshes the same index first: the table must still notice the rewrite
     (tmp_path / "metrics.jsonl").write_text('{"step": 0, "x": 1}\nnot json\n[1, 2]\n')
-    again = run.metrics_since(offset)
-    assert again["reset"] and again["steps"] == [0] and again["skipped"] == 2
+    run.summary()
+    again = run.metrics_table().select()
+    assert again["generation"] != gen and again["steps"] == [0] and again["skipped"] == 2
+    assert again["series"] == {"x": [1]}
 
 
 @pytest.mark.parametrize("make, problem", [
@@ -40,7 +56,7 @@ def test_bad_folders_become_problems_not_exceptions(tmp_path, make, problem):
     make(path)
     run = RunFolder(path)
     assert any(problem in p for p in run.problems)
-    assert run.name == "r" and run.metrics_since(0)["steps"] == [] and run.checkpoints() == []
+    assert run.name == "r" and run.metrics_table().steps == [] and run.checkpoints() == []
     with pytest.raises(ViewError, match="no rollout generations"):
         run.source("rollout")
 
@@ -112,3 +128,19 @@ def test_a_step_still_being_written_is_read_again_and_bad_rows_are_skipped(tmp_p
 def test_consecutive_rows_with_one_prompt_form_a_group():
     rows = [{"input": "a"}, {"input": "a"}, {"input": "b"}, {"input": "a"}]
     assert [len(g.rows) for g in group_rows(rows)] == [2, 1, 1]
+
+
+def test_the_steps_that_sampled_a_prompt_are_found_in_both_dump_kinds(tmp_path):
+    folder = write_run(tmp_path / "r", dump_steps=(1, 2, 3))
+    with open(os.path.join(folder, "rollouts", "2.jsonl"), "w") as f:  # step 2 sampled other prompts only
+        f.write(json.dumps({"step": 2, "input": "What is 7+7?", "output": "14"}) + "\n")
+    with open(os.path.join(folder, "rollouts", "3.jsonl"), "a") as f:  # written by another tool: compact, unescaped
+        f.write(json.dumps({"step": 3, "input": "Was ist 2×2?", "output": "4"}, ensure_ascii=False,
+                           separators=(",", ":")) + "\n")
+    rollouts = RunFolder(folder).source("rollout")
+    assert rollouts.steps_with("What is 1+1?") == [1, 3] and rollouts.steps_with("What is 7+7?") == [2]
+    assert rollouts.steps_with("Was ist 2×2?") == [3] and rollouts.steps_with("What is 1+") == []  # whole prompts only
+    with open(os.path.join(folder, "val_generations.jsonl"), "w") as f:
+        for step, prompt in ((0, "a"), (0, "b"), (5, "b"), (10, "a")):
+            f.write(json.dumps({"step": step, "input": prompt, "output": ""}) + "\n")
+    assert RunFolder(folder).source("val_generations").steps_with("b") == [0, 5]

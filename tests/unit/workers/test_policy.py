@@ -110,3 +110,20 @@ def test_a_token_budget_cuts_the_mini_batch_into_more_micro_batches(random_model
     assert len(rows) >= -(-sum(lengths) // 11) and all(sum(lengths[i] for i in r.tolist()) <= 11 for r in rows)
     rows = micro_batch_rows_of(seqs, MicroBatching(12, 40), keep_groups=True)  # the 4 rows of a prompt fit: kept
     assert all(any(set(range(4 * g, 4 * g + 4)) <= set(r.tolist()) for r in rows) for g in range(3))
+
+
+def test_the_policy_gives_its_log_probs_and_the_entropy_of_a_real_model(random_model_dir):
+    module = load_causal_lm(random_model_dir)
+    policy = Policy(module, None, None, engine=None, settings=settings(micro=3, temperature=0.7, log_prob_micro_batch_size=3))
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(3, module.config.vocab_size, (4, 7), generator=g)
+    response_mask = torch.tensor([[1, 1, 1], [1, 1, 0], [1, 0, 0], [1, 1, 1]])
+    seqs = Sequences(ids, torch.cat([torch.ones(4, 4, dtype=torch.long), response_mask], 1), response_mask)
+    lp, entropy = policy.log_probs_and_entropy(seqs)
+    assert torch.equal(lp, policy.log_probs(seqs))
+    with torch.no_grad():  # each row alone, unpadded: the entropy of softmax(logits / 0.7) before each real token
+        for i in range(4):
+            n = int(response_mask[i].sum())
+            logits = module(input_ids=ids[i:i + 1, :4 + n]).logits[0, 3:3 + n]
+            expected = torch.distributions.Categorical(logits=logits / 0.7).entropy()
+            assert torch.allclose(entropy[i, :n], expected, atol=1e-5) and (entropy[i, n:] == 0).all()
