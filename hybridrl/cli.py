@@ -240,7 +240,7 @@ def cmd_sft(args) -> None:
 def cmd_rm(args) -> None:
     from hybridrl.config.loader import load_config
     from hybridrl.config.rm import RMConfig
-    from hybridrl.trainer.rm import run_rm
+    from hybridrl.trainer.rm import check_max_length, run_rm
 
     cfg = load_config(RMConfig, args.config, args.overrides)
     if args.plan:
@@ -249,6 +249,7 @@ def cmd_rm(args) -> None:
 
         for note in validate_rm_config(cfg):
             print(note)
+        check_max_length(cfg)
         print(describe_rm_memory(check_rm_memory(cfg)))  # a config that cannot fit is refused, with a value that does
         return
     with progress.reporting():  # one for the setup and the steps

@@ -112,6 +112,17 @@ def train_step(cfg: RMConfig, p: _Parts, indices: list[int]) -> dict[str, float]
     return {**summarize(stats, "train"), "train/grad_norm": float(grad_norm), "train/lr": p.optimizer.param_groups[0]["lr"]}
 
 
+def check_max_length(cfg: RMConfig) -> None:
+    """data.max_length within the model's positions (its config.json, read without loading weights)."""
+    from transformers import AutoConfig
+
+    folder = resolve_model_path(cfg.model.partial_pretrain, "model.partial_pretrain")
+    limit = getattr(AutoConfig.from_pretrained(folder), "max_position_embeddings", None)
+    if limit is not None and cfg.data.max_length > limit:
+        raise ConfigError(f"data.max_length={cfg.data.max_length} exceeds the model's max_position_embeddings={limit}; "
+                          f"lower it to at most {limit}")
+
+
 def run_rm(cfg: RMConfig, log=progress.write) -> dict[str, float]:
     """Train, save the final reward model into trainer.default_local_dir; the last metrics. Resumes from the
     newest checkpoint there (trainer.resume_mode=auto); Ctrl-C/SIGTERM ends after the current step with a
@@ -119,6 +130,7 @@ def run_rm(cfg: RMConfig, log=progress.write) -> dict[str, float]:
     tr = cfg.trainer
     for note in validate_rm_config(cfg):  # ranges and choices were checked when the config was loaded
         log(note)
+    check_max_length(cfg)  # before the memory estimate, which such a length would blow up
     log(describe_rm_memory(check_rm_memory(cfg)))  # refused here, before loading, if it cannot fit
     folder = resolve_model_path(cfg.model.partial_pretrain, "model.partial_pretrain")
     check_output_dir(tr.default_local_dir, weights_bytes(folder))  # unwritable or full: fail now, not after training
@@ -163,10 +175,6 @@ def _build(cfg: RMConfig, point: ResumePoint | None, log) -> _Parts:
     with progress.phase("setup"):  # shown when the command runs under progress.reporting() (cli.cmd_rm)
         tokenizer = load_tokenizer(cfg.model.partial_pretrain)
         model = reward_model_to_train(cfg.model.partial_pretrain, tokenizer)
-        limit = getattr(model.config, "max_position_embeddings", None)
-        if limit is not None and d.max_length > limit:
-            raise ConfigError(f"data.max_length={d.max_length} exceeds the model's max_position_embeddings={limit}; "
-                              f"lower it to at most {limit}")
         train, val = _datasets(cfg, tokenizer, log)
     total = total_training_steps(len(train), d.train_batch_size, tr.total_epochs, tr.total_training_steps)
     optimizer, scheduler = build_optimizer(model.parameters(), o.lr, o.weight_decay, o.betas,
