@@ -83,3 +83,23 @@ def find_shared_data(name: str) -> Path:
 def shared_data():
     """shared_data("gsm8k") -> the real dataset folder (see find_shared_data)."""
     return find_shared_data
+
+
+@pytest.fixture(scope="session")
+def perturbed_tiny_arith(tmp_path_factory):
+    """make(seed) -> a folder: the bundled tiny-arith with N(0, 0.02) noise on every weight, its tokenizer unchanged
+    (a teacher or student with the same vocabulary and other log-probs)."""
+    from hybridrl.models.loading import load_causal_lm, load_tokenizer
+
+    def make(seed: int) -> str:
+        out = tmp_path_factory.mktemp(f"perturbed-{seed}")
+        model = load_causal_lm("tiny-arith")
+        gen = torch.Generator().manual_seed(seed)
+        with torch.no_grad():
+            for p in model.parameters():
+                p.add_(0.02 * torch.randn(p.shape, generator=gen))
+        model.save_pretrained(out)
+        load_tokenizer("tiny-arith").save_pretrained(out)
+        return str(out)
+    return make
+

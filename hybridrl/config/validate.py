@@ -330,34 +330,27 @@ def _check_pools(cfg: RLConfig) -> None:
             raise ConfigError(f"critic.n_workers={c.n_workers} puts the critic in its own worker processes, which "
                               "needs trainer.backend=ray; set it, or remove critic.n_workers")
     if rm.enable_resource_pool:
-        if not rm.enable:
-            raise ConfigError("reward_model.enable_resource_pool=true but reward_model.enable=false: there is no "
-                              "reward model to place; set reward_model.enable=true or remove enable_resource_pool")
-        if tr.backend != "ray":
-            raise ConfigError("reward_model.enable_resource_pool=true puts the reward model in its own worker "
-                              "processes, which needs trainer.backend=ray; set it, or remove enable_resource_pool")
-        if rm.n_gpus_per_node < 1 or rm.nnodes < 1:
-            raise ConfigError(f"reward_model.enable_resource_pool=true needs reward_model.n_gpus_per_node >= 1 and "
-                              f"reward_model.nnodes >= 1 (got {rm.n_gpus_per_node} and {rm.nnodes}), e.g. "
-                              "reward_model.n_gpus_per_node=1 reward_model.nnodes=1")
-    _check_teacher_pool(cfg)
-
-
-def _check_teacher_pool(cfg: RLConfig) -> None:
-    """distillation.enable_resource_pool: the teacher's own workers, as the reward model's."""
+        _check_own_pool("reward_model", "reward_model.enable", rm.enable, "the reward model", tr.backend,
+                        rm.n_gpus_per_node, rm.nnodes)
     d = cfg.distillation
-    if not d.enable_resource_pool:
-        return
-    if not d.enabled:
-        raise ConfigError("distillation.enable_resource_pool=true but distillation.enabled=false: there is no teacher "
-                          "to place; set distillation.enabled=true or remove enable_resource_pool")
-    if cfg.trainer.backend != "ray":
-        raise ConfigError("distillation.enable_resource_pool=true puts the teacher in its own worker processes, which "
+    if d.enable_resource_pool:
+        _check_own_pool("distillation", "distillation.enabled", d.enabled, "the teacher", tr.backend,
+                        d.n_gpus_per_node, d.nnodes)
+
+
+def _check_own_pool(section: str, switch: str, on: bool, what: str, backend: str, n: int, nodes: int) -> None:
+    """`section`.enable_resource_pool=true (the reward model's or the teacher's own Ray workers): the role must be
+    on (`switch`), the backend Ray, and the pool at least one worker on one node."""
+    if not on:
+        raise ConfigError(f"{section}.enable_resource_pool=true but {switch}=false: there is no {what.removeprefix('the ')} "
+                          f"to place; set {switch}=true or remove enable_resource_pool")
+    if backend != "ray":
+        raise ConfigError(f"{section}.enable_resource_pool=true puts {what} in its own worker processes, which "
                           "needs trainer.backend=ray; set it, or remove enable_resource_pool")
-    if d.n_gpus_per_node < 1 or d.nnodes < 1:
-        raise ConfigError(f"distillation.enable_resource_pool=true needs distillation.n_gpus_per_node >= 1 and "
-                          f"distillation.nnodes >= 1 (got {d.n_gpus_per_node} and {d.nnodes}), e.g. "
-                          "distillation.n_gpus_per_node=1 distillation.nnodes=1")
+    if n < 1 or nodes < 1:
+        raise ConfigError(f"{section}.enable_resource_pool=true needs {section}.n_gpus_per_node >= 1 and "
+                          f"{section}.nnodes >= 1 (got {n} and {nodes}), e.g. "
+                          f"{section}.n_gpus_per_node=1 {section}.nnodes=1")
 
 
 def _check_kl_in_reward(cfg: RLConfig) -> None:

@@ -34,3 +34,21 @@ def metrics(run_dir) -> list[dict]:
     """Every logged row of a run, without its timing metrics."""
     rows = [json.loads(line) for line in open(os.path.join(run_dir, "metrics.jsonl"))]
     return [{k: v for k, v in r.items() if not k.startswith(UNTIMED)} for r in rows]
+
+
+def resume_equals_uninterrupted(args, tmp_path) -> None:
+    """`args(run_dir)`: a 4-step run saving at step 2. Run it whole in a/, and in b/ lose everything after step 2
+    (as a crash would) and run the same command again: it resumes from step 2 and logs exactly a/'s metrics."""
+    import shutil
+
+    from hybridrl.trainer import checkpoint
+
+    train(args(tmp_path / "a"))
+    train(args(tmp_path / "b"))
+    shutil.rmtree(tmp_path / "b" / "global_step_4")
+    (tmp_path / "b" / checkpoint.LATEST).write_text("2")
+    lines = []
+    _, summary = train(args(tmp_path / "b"), log=lines.append)
+    assert summary.steps == 2 and any("resumed from step 2" in x for x in lines)
+    assert metrics(tmp_path / "b") == metrics(tmp_path / "a")
+

@@ -13,10 +13,9 @@ import pytest
 import torch
 
 from hybridrl.errors import ConfigError
-from hybridrl.models.loading import load_causal_lm, load_tokenizer
-from hybridrl.trainer import checkpoint
+from hybridrl.models.loading import load_tokenizer
 
-from run_helpers import metrics, overrides, train  # tests/integration/run_helpers.py
+from run_helpers import metrics, overrides, resume_equals_uninterrupted, train  # tests/integration/run_helpers.py
 
 pytestmark = pytest.mark.slow
 
@@ -24,17 +23,9 @@ DISTILL = ("distillation.enabled=true", "trainer.val_before_train=false", "train
 
 
 @pytest.fixture(scope="module")
-def teacher_dir(tmp_path_factory) -> str:
+def teacher_dir(perturbed_tiny_arith) -> str:
     """tiny-arith with noise on its weights: the student (tiny-arith) has somewhere to go."""
-    out = tmp_path_factory.mktemp("teacher")
-    model = load_causal_lm("tiny-arith")
-    gen = torch.Generator().manual_seed(7)
-    with torch.no_grad():
-        for p in model.parameters():
-            p.add_(0.02 * torch.randn(p.shape, generator=gen))
-    model.save_pretrained(out)
-    load_tokenizer("tiny-arith").save_pretrained(out)
-    return str(out)
+    return perturbed_tiny_arith(7)
 
 
 @pytest.mark.parametrize("mode", [[], ["distillation.distillation_loss.use_policy_gradient=true",
@@ -90,11 +81,4 @@ def test_a_teacher_with_another_tokenizer_stops_the_start_naming_both_folders(ar
 def test_resume_of_a_distillation_run_equals_the_uninterrupted_run(arith_data, tmp_path, teacher_dir):
     args = lambda d: overrides(arith_data, d, 4, *DISTILL, f"distillation.teacher_model.model_path={teacher_dir}",  # noqa: E731
                                "trainer.save_freq=2", "distillation.distillation_loss.distillation_loss_coef=0.5")
-    train(args(tmp_path / "a"))
-    train(args(tmp_path / "b"))
-    shutil.rmtree(tmp_path / "b" / "global_step_4")  # lose everything after step 2, as a crash would
-    (tmp_path / "b" / checkpoint.LATEST).write_text("2")
-    lines = []
-    _, summary = train(args(tmp_path / "b"), log=lines.append)
-    assert summary.steps == 2 and any("resumed from step 2" in x for x in lines)
-    assert metrics(tmp_path / "b") == metrics(tmp_path / "a")
+    resume_equals_uninterrupted(args, tmp_path)

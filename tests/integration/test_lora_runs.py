@@ -4,7 +4,6 @@ still learns."""
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
 
@@ -13,9 +12,8 @@ import torch
 
 from hybridrl.models.forward import Layout, batched_log_probs
 from hybridrl.models.loading import load_causal_lm
-from hybridrl.trainer import checkpoint
 
-from run_helpers import metrics, overrides, train  # tests/integration/run_helpers.py
+from run_helpers import overrides, resume_equals_uninterrupted, train  # tests/integration/run_helpers.py
 
 pytestmark = pytest.mark.slow
 pytest.importorskip("peft")
@@ -56,14 +54,7 @@ def test_only_the_adapters_change_and_the_reference_is_the_base_model(arith_data
 def test_resume_with_lora_equals_the_uninterrupted_run(arith_data, tmp_path):
     args = lambda d: overrides(arith_data, d, 4, *LORA, "trainer.save_freq=2", "actor_rollout_ref.actor.shuffle=true",  # noqa: E731
                                "actor_rollout_ref.actor.use_kl_loss=true")
-    train(args(tmp_path / "a"))
-    train(args(tmp_path / "b"))
-    shutil.rmtree(tmp_path / "b" / "global_step_4")  # lose everything after step 2, as a crash would
-    (tmp_path / "b" / checkpoint.LATEST).write_text("2")
-    lines = []
-    _, summary = train(args(tmp_path / "b"), log=lines.append)
-    assert summary.steps == 2 and any("resumed from step 2" in x for x in lines)
-    assert metrics(tmp_path / "b") == metrics(tmp_path / "a")
+    resume_equals_uninterrupted(args, tmp_path)
     state = torch.load(tmp_path / "a" / "global_step_4" / "actor_state.pt", weights_only=True)
     assert all(".lora_" in name for name in state["optimizer"]["state"])  # adapter moments only
 

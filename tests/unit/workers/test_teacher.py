@@ -66,17 +66,9 @@ def test_a_teacher_equal_to_the_student_sees_kl_zero_and_gives_no_gradient():
 
 
 @pytest.fixture(scope="module")
-def perturbed_student(tmp_path_factory) -> str:
+def perturbed_student(perturbed_tiny_arith) -> str:
     """tiny-arith with noise on every weight: the same tokenizer, other log-probs."""
-    out = tmp_path_factory.mktemp("perturbed")
-    model = load_causal_lm("tiny-arith")
-    gen = torch.Generator().manual_seed(3)
-    with torch.no_grad():
-        for p in model.parameters():
-            p.add_(0.02 * torch.randn(p.shape, generator=gen))
-    model.save_pretrained(out)
-    load_tokenizer("tiny-arith").save_pretrained(out)
-    return str(out)
+    return perturbed_tiny_arith(3)
 
 
 @pytest.mark.parametrize("estimator, policy_gradient", [("k3", False), ("k3+", False), ("k1", True)])
