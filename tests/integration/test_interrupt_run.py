@@ -197,7 +197,8 @@ def test_serve_and_eval_end_on_ctrl_c_without_a_traceback(arith_data, tmp_path):
     assert proc.returncode == 130 and "Traceback" not in out + err, err
     assert err.strip().splitlines()[-1] == "hybridrl serve: interrupted (SIGINT)"
 
-    proc = start("eval", ["--model", "tiny-arith", "--data", arith_data["train"], "--n", "8"])  # 300 prompts: long
+    # 300 prompts x 64 samples: far longer than the 8 s below on any machine (x 8 finished in under 8 s on a quiet one)
+    proc = start("eval", ["--model", "tiny-arith", "--data", arith_data["train"], "--n", "64"])
     time.sleep(8)
     ctrl_c(proc)
     out, err = proc.communicate(timeout=60)
