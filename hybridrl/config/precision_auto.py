@@ -25,18 +25,14 @@ depend on the machine kind, and a user can use it to reproduce a run across kind
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Optional
+from typing import Optional
 
 from hybridrl.errors import ConfigError
-
-if TYPE_CHECKING:  # schema.py imports this module (RLConfig.__post_init__)
-    from hybridrl.config.schema import RLConfig
 
 AUTO = "auto"
 AUTO_ENV = "HYBRIDRL_AUTO_DTYPE"
 # x86's AVX512-BF16 and AMX (`lscpu` flags), aarch64's BF16 (BFMMLA): bf16 matmuls in hardware
 FAST_BF16_FLAGS = ("avx512_bf16", "amx_bf16", "bf16")
-ROLLOUT_NAMES = {"fp32": "float32", "bf16": "bfloat16"}
 
 
 def cpu_flags() -> Optional[set[str]]:
@@ -75,8 +71,9 @@ def auto_compute_dtype(device: str) -> tuple[str, str]:
     return "fp32", "this CPU has no bf16 instructions, so bf16 would be emulated (hybridrl doctor)"
 
 
-def resolve_auto_precision(cfg: "RLConfig") -> list[str]:
-    """Replace every `auto` of the three keys (module doc) in place; one note per key resolved, for the plan."""
+def resolve_auto_precision(cfg) -> list[str]:
+    """Replace every `auto` of the three keys (module doc) of `cfg`, an RLConfig, in place; one note per key
+    resolved, for the plan. (Untyped: schema.py imports this module, so this one does not import it back.)"""
     notes: list[str] = []
     arr, device = cfg.actor_rollout_ref, cfg.trainer.device
     sections = (("actor_rollout_ref.actor.fsdp_config.mixed_precision", arr.actor.fsdp_config.mixed_precision),
@@ -88,7 +85,7 @@ def resolve_auto_precision(cfg: "RLConfig") -> list[str]:
                 notes.append(f"{key}.param_dtype={mp.param_dtype} (auto: {why})")
     if arr.rollout.dtype == AUTO:
         actor = str(arr.actor.fsdp_config.mixed_precision.param_dtype).lower()
-        arr.rollout.dtype = ROLLOUT_NAMES.get({"float32": "fp32", "bfloat16": "bf16"}.get(actor, actor), "float32")
+        arr.rollout.dtype = "bfloat16" if actor in ("bf16", "bfloat16") else "float32"  # fp16 is refused later
         notes.append(f"actor_rollout_ref.rollout.dtype={arr.rollout.dtype} (auto: the actor's compute dtype)")
     rc = cfg.algorithm.rollout_correction
     if rc.rollout_is == AUTO:

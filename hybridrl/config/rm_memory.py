@@ -28,32 +28,35 @@ def _phases(d, pairs: int, length: int, batch: int) -> tuple[Phase, Phase]:
             Phase("validation", forward_parts(f, d, rows, 1, 0, length, lm_head=False), MICRO, pairs))
 
 
-def estimate_rm_memory(cfg: RMConfig, budget: int | None = None) -> PoolMemory:
-    """The trainer process's estimate; `budget` in bytes (None: this machine's RAM). cfg's micro-batch size must be
-    set (validate_rm_config derives it when null)."""
-    d = value_model_dims(_dims(cfg.model.partial_pretrain, "model.partial_pretrain"))
+def _pool(cfg: RMConfig, d, pairs: int, budget: int | None) -> PoolMemory:
+    """The estimate at `pairs` per micro-batch, for the model of dims `d` (value_model_dims)."""
     resident = {"runtime (Python, torch, transformers)": RUNTIME_BYTES, "reward model weights": FP32 * d.params,
                 "reward model gradients": FP32 * d.params, "reward model AdamW moments": 2 * FP32 * d.params}
     ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     source = f"{fmt_bytes(ram)} of RAM" if budget is None else f"a budget of {fmt_bytes(budget)}"
-    phases = _phases(d, cfg.data.micro_batch_size_per_gpu, cfg.data.max_length, cfg.data.train_batch_size)
+    phases = _phases(d, pairs, cfg.data.max_length, cfg.data.train_batch_size)
     return PoolMemory("reward-model trainer", 1, resident, phases, ram if budget is None else budget, source)
+
+
+def estimate_rm_memory(cfg: RMConfig, budget: int | None = None) -> PoolMemory:
+    """The trainer process's estimate; `budget` in bytes (None: this machine's RAM). cfg's micro-batch size must be
+    set (validate_rm_config derives it when null)."""
+    d = value_model_dims(_dims(cfg.model.partial_pretrain, "model.partial_pretrain"))
+    return _pool(cfg, d, cfg.data.micro_batch_size_per_gpu, budget)
 
 
 def check_rm_memory(cfg: RMConfig, budget: int | None = None) -> PoolMemory:
     """The estimate, or a ConfigError when its peak exceeds the budget, proposing the largest micro-batch size (a
     divisor of data.train_batch_size) that fits, or saying that none does."""
-    pool = estimate_rm_memory(cfg, budget)
+    d = value_model_dims(_dims(cfg.model.partial_pretrain, "model.partial_pretrain"))  # read once for every size
+    batch, micro = cfg.data.train_batch_size, cfg.data.micro_batch_size_per_gpu
+    pool = _pool(cfg, d, micro, budget)
     if pool.peak_bytes <= pool.budget:
         return pool
-    batch, micro = cfg.data.train_batch_size, cfg.data.micro_batch_size_per_gpu
-    d = value_model_dims(_dims(cfg.model.partial_pretrain, "model.partial_pretrain"))
-    for m in sorted((m for m in range(1, micro) if batch % m == 0), reverse=True):
-        smaller = PoolMemory(pool.name, 1, pool.resident, _phases(d, m, cfg.data.max_length, batch), pool.budget,
-                             pool.budget_source)
-        if smaller.peak_bytes <= pool.budget:
-            fix = f"set {MICRO}={m} (the same gradients: micro-batches add up to the batch mean)"
-            break
+    fit = next((m for m in range(micro - 1, 0, -1)  # the largest divisor of the batch below micro that fits
+                if batch % m == 0 and _pool(cfg, d, m, budget).peak_bytes <= pool.budget), None)
+    if fit is not None:
+        fix = f"set {MICRO}={fit} (the same gradients: micro-batches add up to the batch mean)"
     else:
         fix = ("no micro-batch size fits: lower data.max_length, or train on a machine with more memory (the "
                f"resident states alone take {fmt_bytes(sum(pool.resident.values()))})")
