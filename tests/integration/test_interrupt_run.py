@@ -121,7 +121,12 @@ def test_a_second_ctrl_c_stops_at_once_and_leaves_no_process(arith_data, tmp_pat
 
 def test_ctrl_c_while_starting_stops_at_once(arith_data, tmp_path):
     for delay in (0.5, 4.0):  # importing, then loading or validating
-        proc = start("train", overrides(arith_data, tmp_path / f"run{delay}", 4))
+        # validation of 40 prompts x 128 samples before step 1: still starting at 4 s on any machine (with 16 x 1,
+        # a quiet machine reached step 1 inside 4 s and saved a checkpoint)
+        proc = start("train", overrides(arith_data, tmp_path / f"run{delay}", 4, "data.val_max_samples=40",
+                                        "actor_rollout_ref.rollout.val_kwargs.n=128",
+                                        "actor_rollout_ref.rollout.val_kwargs.do_sample=true",
+                                        "actor_rollout_ref.rollout.val_kwargs.temperature=1.0"))
         time.sleep(delay)
         ctrl_c(proc)
         out, err = proc.communicate(timeout=120)
