@@ -9,7 +9,7 @@ per process). `drain()` hands over the events recorded since the last drain, hea
 metadata events naming the process the first time. `TimelineWriter` merges the drains of every
 process and rewrites the file atomically, so a run that crashes still leaves a readable file.
 
-Recording in a worker class (a new pool's worker too), in three lines:
+Recording in a worker class (a new pool's worker too):
     class MyWorker(TimelineWorker):      # adds the remote methods timeline_enable and timeline_events
         @recorded                        # or `with span("generate", rows=n):` inside the method
         def generate(self, ...): ...

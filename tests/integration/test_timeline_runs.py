@@ -10,6 +10,7 @@ import pytest
 
 from hybridrl import timeline
 from hybridrl.cli import main
+from hybridrl.trainer.rl import RLTrainer
 from run_helpers import overrides, train
 
 DRIVER_PHASES = {"step", "gen", "reward", "adv", "update_actor"}  # GRPO without KL: no old_log_prob, ref, values
@@ -50,6 +51,26 @@ def test_a_local_run_writes_the_driver_phases_of_every_step(tmp_path, arith_data
     assert {e["args"]["step"] for e in spans if e["name"] == "testing"} == {0, 2}  # before training, and at the last
     assert [e["args"]["step"] for e in spans if e["name"] == "save_checkpoint"] == [2]  # written by the final flush
     assert not timeline.RECORDER.enabled  # the run switched it off again
+
+
+@pytest.mark.slow
+def test_a_run_that_fails_leaves_the_spans_up_to_the_failure(tmp_path, arith_data, monkeypatch):
+    path, original = tmp_path / "t.json", RLTrainer.train_step
+
+    def failing_step(self, step):
+        if step == 2:
+            with timeline.span("gen"):
+                raise RuntimeError("boom")
+        return original(self, step)
+
+    monkeypatch.setattr(RLTrainer, "train_step", failing_step)
+    with pytest.raises(RuntimeError, match="boom"):
+        train(overrides(arith_data, tmp_path / "run", 3, "trainer.val_before_train=false", "trainer.save_freq=0",
+                        f"trainer.profile_timeline={path}"))
+    _, spans = load(path)
+    assert [e["args"]["step"] for e in spans if e["name"] == "step"] == [1]
+    assert [e["args"]["step"] for e in spans if e["name"] == "gen"] == [1, 2]  # the failed phase too
+    assert not timeline.RECORDER.enabled
 
 
 @pytest.mark.slow
