@@ -158,11 +158,14 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("algos", help="list advantage estimators, policy losses, KL estimators and loss reductions",
                    description="list advantage estimators, policy losses, KL estimators and loss reductions")
     run_help = "run folders (a run's trainer.default_local_dir) or metrics.jsonl files"
-    text = "plot reward, validation accuracy, KL, entropy, response length and step time of runs against step"
+    text = ("plot reward, validation accuracy, KL, entropy, response length and step time of runs against step; "
+            "or with --timeline a run's phase timeline")
     pl = sub.add_parser("plot", help=text, description=text)
-    pl.add_argument("runs", nargs="+", metavar="RUN_DIR", help=run_help)
-    pl.add_argument("-o", "--output", default="curves.png",
-                    help="image to write, .png/.pdf/.svg (default: %(default)s)")
+    pl.add_argument("runs", nargs="*", metavar="RUN_DIR", help=run_help)
+    pl.add_argument("--timeline", metavar="PATH", help="instead: the file trainer.profile_timeline wrote, one row "
+                                                        "per process, coloured by phase")
+    pl.add_argument("-o", "--output", help="image to write, .png/.pdf/.svg (default: curves.png, with --timeline "
+                                           "timeline.png)")
     text = "table of the final and best value of each metric per run (validation accuracy, reward, KL, time, ...)"
     cmp = sub.add_parser("compare", help=text, description=text)
     cmp.add_argument("runs", nargs="+", metavar="RUN_DIR", help=run_help)
@@ -305,11 +308,19 @@ def cmd_model(args) -> None:
 
 def cmd_plot(args) -> None:
     from hybridrl.eval.plot import check_image_path, plot_runs
+    from hybridrl.eval.plot_timeline import plot_timeline
     from hybridrl.eval.runs import load_runs
 
-    check_image_path(args.output, "-o")  # before reading the runs
-    plot_runs(load_runs(args.runs), args.output)
-    print(f"wrote {args.output}")
+    if bool(args.runs) == bool(args.timeline):
+        raise HybridRLError("give run folders (hybridrl plot RUN_DIR ...) or one timeline (hybridrl plot --timeline "
+                            "PATH), not both or neither")
+    out = args.output or ("timeline.png" if args.timeline else "curves.png")
+    check_image_path(out, "-o")  # before reading the inputs
+    if args.timeline:
+        plot_timeline(args.timeline, out)
+    else:
+        plot_runs(load_runs(args.runs), out)
+    print(f"wrote {out}")
 
 
 def cmd_compare(args) -> None:

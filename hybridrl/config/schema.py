@@ -140,6 +140,9 @@ class TrainerConfig:
                                                       "on cuda)", gt=0)
     worker_timeout_s: float = doc(600.0, "backend=ray: a remote call or collective that runs longer stops the run, "
                                          "naming the phase, role and rank, with the stuck worker's stack", gt=0)
+    profile_timeline: Optional[str] = doc(None, "write a phase timeline of the run to this JSON file (Chrome trace: "
+                                                "open it in ui.perfetto.dev): a span per driver phase, and with "
+                                                "backend=ray per worker call, one track per process (null: off)")
     seed: int = doc(1, "seed of sampling during rollouts", ge=0, le=SEED_MAX)
     critic_warmup: int = doc(0, "the first N steps update only the critic (algorithm.adv_estimator=gae)", ge=0)
     use_legacy_worker_impl: str = doc("auto", "verl's switch between its two worker implementations: auto | enable | "

@@ -12,6 +12,9 @@ rank, calls every worker of its pool, waits with a deadline and gathers.
 Failures never hang the driver: every wait has `trainer.worker_timeout_s`; a worker that raises
 is reported with its traceback, role, method and rank; a dead worker or one past the deadline
 stops the run naming the phase and rank, with the stuck workers' Python stacks.
+
+With trainer.profile_timeline each worker records its calls on the track "<pool> rank <r>" and
+`RayRoles.timeline_events` takes their new spans (hybridrl/timeline.py).
 """
 
 from __future__ import annotations
@@ -102,6 +105,9 @@ class WorkerPool:
         remote = ray.remote(worker_cls).options(num_cpus=1, num_gpus=gpus, max_concurrency=2)
         self.actors = [remote.remote(cfg, plan, total_steps, rank, world, threads, roles) for rank in range(world)]
         try:
+            if cfg.trainer.profile_timeline is not None:  # before setup, so that it is recorded too
+                self.call("setup", "timeline_enable", [a.timeline_enable.remote(f"{name} rank {rank}", rank)
+                                                       for rank, a in enumerate(self.actors)])
             self.address, self.port = self.call("setup", "rendezvous", [self.actors[0].rendezvous.remote()])[0]
             # collectives time out at twice the driver's deadline: the driver sees a hang first and reports it
             # with the stuck ranks' stacks; the collective timeout only frees ranks if the driver is gone
@@ -168,6 +174,10 @@ class WorkerPool:
         shards = balanced_shards(_lengths(batch), self.world) if balance else shard_rows(n, self.world)
         out = torch.cat(self.call(role, method, [call(a).remote(select(batch, r)) for a, r in zip(self.actors, shards)]))
         return out if not balance else out[torch.argsort(torch.cat(shards))]
+
+    def timeline_events(self) -> list[dict]:
+        """The spans every rank recorded since the last call (trainer.profile_timeline)."""
+        return [e for events in self.call_all(self.name, "timeline_events", lambda a: a.timeline_events) for e in events]
 
     def _where(self) -> str:
         return "" if self.name == "actor" else f" of the {self.name} pool"
@@ -248,6 +258,10 @@ class RayRoles:
                                    critic_update_batching(cfg, 1).dynamic, critic_values_batching(cfg).dynamic)
                        if needs_critic(cfg) else None)
         self.reward_model = RewardModelGroup(self.pools["reward_model"]) if "reward_model" in self.pools else None
+
+    def timeline_events(self) -> list[dict]:
+        """The new spans of every worker of every pool (trainer.profile_timeline; hybridrl/timeline.py)."""
+        return [e for pool in self.pools.values() for e in pool.timeline_events()]
 
     def nodes(self, pool: str = "actor") -> list[str]:
         """The Ray node id of each rank of a pool."""

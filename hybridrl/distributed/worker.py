@@ -4,7 +4,8 @@ The hybrid engine: in the actor pool the policy (with its rollout engine, which 
 policy's own module, so no weight copy is needed), and the reference and critic when the algorithm
 uses them, live in one process per rank. A critic or reward-model pool hosts just that role. The
 driver reaches them only through the typed methods below (distributed/group.py wraps them per
-role); only `node_id` asks Ray anything.
+role); only `node_id` asks Ray anything. With trainer.profile_timeline each call of a `@recorded`
+method is a span on this process's track of the timeline (hybridrl/timeline.py).
 """
 
 from __future__ import annotations
@@ -24,11 +25,12 @@ from hybridrl.config.schema import RLConfig
 from hybridrl.distributed.dp import SINGLE, init_data_parallel
 from hybridrl.models.flops import ModelShape
 from hybridrl.rollout.base import SamplingParams
+from hybridrl.timeline import TimelineWorker, recorded
 from hybridrl.workers.build import build_critic, build_policy, build_reference, build_reward_model, build_teacher
 from hybridrl.workers.critic import CriticBatch
 
 
-class RoleWorker:
+class RoleWorker(TimelineWorker):
     def __init__(self, cfg: RLConfig, plan: BatchPlan, total_steps: int, rank: int, world_size: int, threads: int,
                  roles: tuple[str, ...] = ("policy",)):
         torch.set_num_threads(threads)
@@ -43,6 +45,7 @@ class RoleWorker:
             port = s.getsockname()[1]
         return socket.gethostbyname(socket.gethostname()), port
 
+    @recorded
     def setup(self, address: str, port: int, timeout_s: float) -> None:
         """Join the pool's process group (every rank at once), then build its roles."""
         from hybridrl.models.loading import load_tokenizer
@@ -65,6 +68,7 @@ class RoleWorker:
             self.reward_model = build_reward_model(cfg, tokenizer)
 
     # policy ---------------------------------------------------------------------------------
+    @recorded
     def generate(self, prompts: Optional[PromptBatch], n: int, sampling: SamplingParams,
                  stream: str) -> Optional[Rollout]:
         """n responses per prompt; None for an empty shard, which still counts the generate call (and
@@ -74,24 +78,31 @@ class RoleWorker:
             return None
         return self.policy.generate(prompts, n, sampling, stream)
 
+    @recorded
     def policy_log_probs(self, seqs: Sequences) -> Tensor:
         return self.policy.log_probs(seqs)
 
+    @recorded
     def policy_log_probs_and_entropy(self, seqs: Sequences) -> Tensor:
         return self.policy.log_probs_and_entropy_stacked(seqs)  # [rows, 2, T]
 
+    @recorded
     def policy_update(self, batch: TrainBatch) -> dict[str, float]:
         return self.policy.update(batch)
 
+    @recorded
     def policy_state(self) -> dict:
         return self.policy.state_dict()
 
+    @recorded
     def policy_load_state(self, state: dict) -> None:
         self.policy.load_state_dict(state)
 
+    @recorded
     def policy_save(self, folder: str) -> None:
         self.policy.save_pretrained(folder)
 
+    @recorded
     def policy_load(self, folder: str) -> None:
         self.policy.load_pretrained(folder)
 
@@ -102,29 +113,37 @@ class RoleWorker:
         return self.policy.saved_shapes()
 
     # reference ------------------------------------------------------------------------------
+    @recorded
     def reference_log_probs(self, seqs: Sequences) -> Tensor:
         return self.reference.log_probs(seqs)
 
     # teacher (distillation) -------------------------------------------------------------------
+    @recorded
     def teacher_log_probs(self, seqs: Sequences) -> Tensor:
         return self.teacher.log_probs(seqs)
 
     # critic ---------------------------------------------------------------------------------
+    @recorded
     def critic_values(self, seqs: Sequences) -> Tensor:
         return self.critic.values(seqs)
 
+    @recorded
     def critic_update(self, batch: CriticBatch) -> dict[str, float]:
         return self.critic.update(batch)
 
+    @recorded
     def critic_state(self) -> dict:
         return self.critic.state_dict()
 
+    @recorded
     def critic_load_state(self, state: dict) -> None:
         self.critic.load_state_dict(state)
 
+    @recorded
     def critic_save(self, folder: str) -> None:
         self.critic.save_pretrained(folder)
 
+    @recorded
     def critic_load(self, folder: str) -> None:
         self.critic.load_pretrained(folder)
 
@@ -132,6 +151,7 @@ class RoleWorker:
         return self.critic.saved_shapes()
 
     # reward model -------------------------------------------------------------------------
+    @recorded
     def reward_scores(self, rollout: Rollout, texts: list[str]) -> Tensor:
         return self.reward_model.scores(rollout, texts)
 

@@ -31,7 +31,7 @@ from hybridrl.models.loading import (
     resolve_model_path,
     weights_bytes,
 )
-from hybridrl.paths import check_output_folder
+from hybridrl.paths import check_output_file, check_output_folder
 from hybridrl.rewards.manager import OverlongBuffer, RewardManager, RewardSettings
 from hybridrl.rewards.pool import FunctionRef, ScoringPool
 from hybridrl.rollout.base import SamplingParams
@@ -72,6 +72,7 @@ class LoopSettings:
     rollout_rs: Optional[RejectionBand] = None  # rollout_correction.rollout_rs: mask what π_old/π_rollout rejects
     dump_token_details: bool = False  # rollout_data_dir rows get per-token log-probs (hybridrl view)
     distill: Optional["DistillSettings"] = None  # on-policy distillation (distillation.enabled), None when off
+    profile_timeline: Optional[str] = None  # the phase timeline's JSON file (hybridrl/timeline.py), None when off
 
 
 @dataclass(frozen=True)
@@ -181,6 +182,8 @@ def build_run(cfg: RLConfig, plan: BatchPlan, log=print) -> RLRun:
     for key in ("default_local_dir", "rollout_data_dir", "validation_data_dir"):  # written every step: check now
         if getattr(tr, key) is not None:
             check_output_folder(getattr(tr, key), f"trainer.{key}")
+    if tr.profile_timeline is not None:
+        check_output_file(tr.profile_timeline, "trainer.profile_timeline")
     lock = RunLock(tr.default_local_dir, log=log)  # a second run on this folder stops here
     try:
         run = _build_run(cfg, plan, log)
@@ -255,7 +258,8 @@ def _assemble(cfg: RLConfig, plan: BatchPlan, total: int, tokenizer, train_data:
                           tr.log_val_generations, tr.rollout_data_dir, tr.validation_data_dir,
                           arr.model.share_prompt_prefix, skips_zero_advantage(cfg), rejection_band(cfg),
                           tr.dump_token_details,
-                          DistillSettings(dl.loss_mode, dl.use_task_rewards) if cfg.distillation.enabled else None),
+                          DistillSettings(dl.loss_mode, dl.use_task_rewards) if cfg.distillation.enabled else None,
+                          tr.profile_timeline),
         plan=plan, total_steps=total, pad_id=tokenizer.pad_token_id, train_data=train_data, val_data=val_data,
         sampler=PromptSampler(len(train_data), prompts_per_round, d.seed, d.shuffle),
         policy=policy, reference=reference, critic=critic, teacher=teacher, workers=workers, model_shape=policy.model_shape(),

@@ -46,7 +46,7 @@ RESUME_SAFE_KEYS = (
     "trainer.resume_mode", "trainer.resume_from_path", "trainer.resume_allow_config_change",
     "trainer.max_actor_ckpt_to_keep", "trainer.max_critic_ckpt_to_keep", "trainer.default_local_dir",
     "trainer.project_name", "trainer.experiment_name", "trainer.val_before_train", "data.val_files",
-    "data.val_max_samples", "reward_model.num_workers", "reward_model.timeout_s",
+    "data.val_max_samples", "reward_model.num_workers", "reward_model.timeout_s", "trainer.profile_timeline",
 )
 
 

@@ -11,7 +11,7 @@ from typing import Iterator, Optional
 import torch
 from torch import Tensor
 
-from hybridrl import progress
+from hybridrl import progress, timeline
 from hybridrl.algos.advantages import AdvantageOutput
 from hybridrl.algos.group_filter import groups_with_spread
 from hybridrl.algos.value_loss import explained_variance
@@ -23,12 +23,13 @@ from hybridrl.rewards.manager import RewardOutput
 @contextmanager
 def timed(metrics: dict[str, float], name: str) -> Iterator[None]:
     """Add the wall seconds to `timing_s/<name>` (and CPU seconds of this process for the step); the
-    phase is shown while it runs (hybridrl/progress.py).
+    phase is shown while it runs (hybridrl/progress.py) and is a span of the phase timeline when it is on
+    (hybridrl/timeline.py).
 
     Adding, not overwriting: a stage that runs several times in a step (dynamic sampling's
     generation rounds) reports its total."""
     wall, cpu = time.perf_counter(), time.process_time()
-    with progress.phase(name):
+    with progress.phase(name), timeline.span(name):
         yield
     key = f"timing_s/{name}"
     metrics[key] = metrics.get(key, 0.0) + time.perf_counter() - wall

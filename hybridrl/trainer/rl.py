@@ -11,7 +11,7 @@ from typing import Optional
 
 from torch import Tensor
 
-from hybridrl import progress
+from hybridrl import progress, timeline
 from hybridrl.algos.advantages import ADV_ESTIMATORS, AdvantageInputs, AdvantageOutput
 from hybridrl.algos.distill import teacher_metrics, without_task_advantages
 from hybridrl.algos.kl_ctrl import apply_kl_penalty
@@ -20,6 +20,7 @@ from hybridrl.algos.zero_advantage import rows_with_signal
 from hybridrl.batch import TrainBatch, select
 from hybridrl.interrupt import StoppedEarly, failing_after, graceful
 from hybridrl.rewards.manager import on_last_token
+from hybridrl.timeline import TimelineWriter
 from hybridrl.trainer.build import DistillSettings, RLRun
 from hybridrl.trainer.checkpoint import prune, restore, save_checkpoint
 from hybridrl.trainer.collect import collect_rollout, greedy_baseline
@@ -101,12 +102,15 @@ class RLTrainer:
         self.r, self.log = run, log
         self.estimator = ADV_ESTIMATORS.entry(run.loop.adv_estimator)
         self.signal = ZeroSignalWatch.of_run(run, self.estimator)
+        self.timeline: Optional[TimelineWriter] = None
 
     def fit(self) -> RunSummary:
+        self.timeline = self.open_timeline()
         try:
             with progress.reporting() as shown:
                 return self._fit(shown)
         finally:  # the scoring processes, loggers and worker processes, also when a step raises
+            self.close_timeline()  # first: the workers' last spans are taken from them
             self.r.reward.close()
             self.r.tracker.close()
             if self.r.workers is not None:
@@ -128,14 +132,17 @@ class RLTrainer:
             restore(r, p)
             self.log(f"resumed from step {p.step} (epoch {p.epoch}, sample {p.sample}) of {p.path}")
             first = p.step + 1
-        # a resumed run validated before its first step already
-        before = self.validate(step=0) if r.loop.val_before_train and r.resume is None else {}
+        before = {}
+        if r.loop.val_before_train and r.resume is None:  # a resumed run validated before its first step already
+            with timeline.span("testing", step=0):
+                before = self.validate(step=0)
         if before:
             r.tracker.log(before, step=0)
         after, test_freq = {}, r.loop.test_freq
         with graceful("the current step") as stop:  # Ctrl-C / SIGTERM: end after a whole step, with a checkpoint
             for step in shown.steps(first, r.total_steps):
                 last = step == r.total_steps
+                timeline.set_args(step=step)  # every span of the step says which it is
                 with failing_after(stop, step):  # a child process that took the Ctrl-C too fails the step
                     metrics = self.train_step(step)
                     # as verl: every test_freq steps and at the last; test_freq <= 0 never (val_before_train aside)
@@ -144,6 +151,8 @@ class RLTrainer:
                             after = self.validate(step)
                         metrics.update(after)
                 r.tracker.log(metrics, step)
+                if self.timeline is not None:  # every step (at most every few seconds): a crash leaves a file
+                    self.timeline.flush()
                 if (warning := self.signal.observe(metrics)) is not None:  # after the step's line, which it explains
                     self.log(warning)
                 if r.checkpointing.due(step, last or stop.requested):  # after logging: its steps are in metrics.jsonl
@@ -156,10 +165,34 @@ class RLTrainer:
 
     def save(self, step: int) -> None:
         r, start = self.r, time.perf_counter()
-        with progress.phase("save_checkpoint"):
+        with progress.phase("save_checkpoint"), timeline.span("save_checkpoint"):
             path = save_checkpoint(r, step)
             prune(r.run_dir, r.checkpointing.keep_actor, r.checkpointing.keep_critic)
         self.log(f"saved {path} ({time.perf_counter() - start:.1f}s)")
+
+    def open_timeline(self) -> Optional[TimelineWriter]:
+        """trainer.profile_timeline: this process records as "driver" (the first track), the worker pools as
+        "<pool> rank <r>" (distributed/group.py); None when off."""
+        path, workers = self.r.loop.profile_timeline, self.r.workers
+        if path is None:
+            return None
+        timeline.enable("driver", sort_index=-1)
+        return TimelineWriter(path, [timeline.drain] + ([workers.timeline_events] if workers is not None else []))
+
+    def close_timeline(self) -> None:
+        """The last spans written; a failure here (a dead worker) is reported, not raised over the run's own error."""
+        if self.timeline is None:
+            return
+        try:
+            self.timeline.collect()
+        except Exception as e:  # noqa: BLE001  the spans of the processes that answered are still written
+            self.log(f"WARNING: trainer.profile_timeline: the workers' last spans are lost ({type(e).__name__}: "
+                     f"{str(e).splitlines()[0][:200] if str(e) else ''})")
+        try:
+            self.timeline.write()
+        except OSError as e:
+            self.log(f"WARNING: trainer.profile_timeline={self.timeline.path}: cannot write it ({e.strerror or e})")
+        timeline.disable()
 
     def train_step(self, step: int) -> dict[str, float]:
         r, s, m = self.r, self.r.loop, {}

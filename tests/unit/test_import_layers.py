@@ -66,3 +66,8 @@ def test_tool_classes_and_the_built_ins_never_import_the_config_loader():
     tools = PACKAGE / "rollout" / "tools"
     for name in ("base.py", "calculator.py", "sandbox.py"):
         assert not {"hybridrl.rollout.tools.loading", "hybridrl.rollout.tools"} & imported_modules(tools / name), name
+
+
+def test_the_timeline_recorder_imports_nothing_of_hybridrl():
+    """Worker processes of any pool import it beside their roles; it must not pull in the trainer (or torch)."""
+    assert imported_modules(PACKAGE / "timeline.py") == set()

@@ -28,6 +28,7 @@ FREE_STRINGS = {
     "custom_reward_function.path",
     "custom_reward_function.name", "trainer.project_name", "trainer.experiment_name", "trainer.rollout_data_dir",
     "trainer.validation_data_dir", "trainer.default_local_dir", "trainer.resume_from_path", "ray_kwargs.ray_init.address",
+    "trainer.profile_timeline",  # a file path, checked writable by trainer/build.py
     "data.response_key", "model.partial_pretrain", "data.train_files", "data.val_files",
     "actor_rollout_ref.model.target_modules", "actor_rollout_ref.model.exclude_modules", "critic.model.target_modules",
     "critic.model.exclude_modules",
