@@ -87,3 +87,84 @@ def test_staleness_0_equals_the_synchronous_run_and_resumes_exactly(arith_data, 
     resumed, summary = train(overrides(arith_data, cut, *ASYNC, "trainer.save_freq=2"), lines)
     assert summary.steps == 2 and any("resumed from step 2" in x for x in lines)
     assert_same_run(sync, resumed)
+
+
+ONE_STEP_OFF = [*ASYNC, "async_training.staleness_threshold=1"]
+
+
+def test_one_step_off_trains_on_the_rollout_log_probs_and_resumes_from_the_checkpoint_weights(arith_data, tmp_path):
+    """staleness 1, trigger 1: batch k comes from the weights of step k-2 (lag 1 from step 2 on), and π_old is the
+    rollout's own log-probs, so the engine/π_old gap is exactly 0 on those steps. A resume at step 2 drops the
+    batch in flight and regenerates it from the checkpoint's weights: its first step has lag 0."""
+    run = tmp_path / "run"
+    whole, _ = train(overrides(arith_data, run, *ONE_STEP_OFF, "trainer.save_freq=2"))
+    steps = whole[1:]
+    assert [r["async/staleness_max"] for r in steps] == [0.0, 1.0, 1.0, 1.0]
+    assert [r["training/rollout_probs_diff_max"] == 0.0 for r in steps] == [False, True, True, True]
+    assert all(0 < r["async/wait_s"] for r in steps) and steps[-1]["async/in_flight"] == 0.0
+    shutil.rmtree(run / "global_step_4")
+    (run / checkpoint.LATEST).write_text("2")
+    lines = []
+    resumed, summary = train(overrides(arith_data, run, *ONE_STEP_OFF, "trainer.save_freq=2"), lines)
+    assert summary.steps == 2 and summary.last_step == 4 and any("resumed from step 2" in x for x in lines)
+    assert [r["async/staleness_max"] for r in resumed[-2:]] == [0.0, 1.0]
+    assert resumed[-2]["async/version"] == 2.0  # the checkpoint's weights, pushed at the resume
+
+
+def test_decoupled_ppo_recomputes_pi_old_and_corrects_the_rollout_gap(arith_data, tmp_path):
+    """compute_prox_log_prob: π_old is recomputed on the trainer for lagged batches, so the engine/π_old gap is the
+    one-step weight change (far above float noise), and rollout_is weights the loss by π_old/π_rollout."""
+    rows, _ = train(overrides(arith_data, tmp_path, *ONE_STEP_OFF, "trainer.total_training_steps=3",
+                              "async_training.compute_prox_log_prob=true", "async_training.use_rollout_log_probs=false",
+                              "algorithm.rollout_correction.rollout_is=token"))
+    steps = rows[1:]
+    assert [r["async/staleness_max"] for r in steps] == [0.0, 1.0, 1.0]
+    assert steps[0]["training/rollout_probs_diff_max"] < 1e-5 < steps[1]["training/rollout_probs_diff_max"]
+    assert all(r["rollout_corr/is_weight_mean"] > 0 for r in steps)
+
+
+@pytest.mark.parametrize("fault", ["die", "hang"])
+def test_a_dead_or_hung_rollout_worker_stops_the_run_naming_it(arith_data, tmp_path, fault):
+    """The rollout worker is SIGKILLed (or SIGSTOPped) right after step 1's weight push, with step 2's batch in
+    flight: the run stops at step 2 naming the rollout pool's rank, within trainer.worker_timeout_s."""
+    import signal
+    import time
+
+    pids, when = [], []
+
+    def sabotage(run):
+        pool = run.workers.pools["rollout"]
+        pool.timeout_s = 5  # the driver's deadline only (set after the workers' start, which may take longer)
+        pids.append(ray.get(pool.actors[0].pid.remote()))
+        push = run.rollouts.after_update
+
+        def push_then_fail(step):
+            push(step)
+            if step == 1:
+                when.append(time.monotonic())
+                os.kill(pids[0], signal.SIGKILL if fault == "die" else signal.SIGSTOP)
+        run.rollouts.after_update = push_then_fail
+        take = run.rollouts.take
+
+        def timed_take(*args):
+            try:
+                return take(*args)
+            except WorkerError:
+                when.append(time.monotonic())  # when the driver stopped (shutting the workers down comes after)
+                raise
+        run.rollouts.take = timed_take
+
+    message = (r"^rollout\.(generate|load_weights): the worker of rank 0 of 1 of the rollout pool died" if fault == "die"
+               else r"^rollout\.(generate|load_weights) did not finish on rank\(s\) \[0\] of 1 of the rollout pool within "
+                    r"trainer\.worker_timeout_s=5s(.|\n)*stack of rank 0")
+    try:
+        with pytest.raises(WorkerError, match=message):
+            train(overrides(arith_data, tmp_path, *ASYNC, "trainer.val_before_train=false"), before_fit=sabotage)
+        assert when[1] - when[0] < 5 + 3  # the deadline, plus at most STACKS_WAIT_S for the stacks
+        assert not (tmp_path / "global_step_2").exists()
+    finally:
+        if fault == "hang" and pids:
+            try:
+                os.kill(pids[0], signal.SIGCONT)
+            except ProcessLookupError:
+                pass
