@@ -44,8 +44,8 @@ def check_async(cfg: RLConfig) -> None:
                               "pool of 0 workers; set both > 0 for asynchronous training, or both 0")
         if a != AsyncTrainingConfig():
             raise ConfigError("async_training.* is set but there is no rollout pool, so training is synchronous and "
-                              "the keys would do nothing; set rollout.n_gpus_per_node and rollout.nnodes > 0, or remove "
-                              "the async_training keys")
+                              "the keys would do nothing; set rollout.n_gpus_per_node and rollout.nnodes > 0, or "
+                              "remove the async_training keys")
         return
     errors, rc = [], cfg.algorithm.rollout_correction
     where = (f"rollout.n_gpus_per_node * rollout.nnodes = {rollout_workers(cfg)} rollout workers (asynchronous "
@@ -71,7 +71,7 @@ def check_async(cfg: RLConfig) -> None:
                       "set exactly one of async_training.use_rollout_log_probs=true (pi_old = the rollout's log-probs) "
                       "and async_training.compute_prox_log_prob=true (recompute it, AReaL's decoupled PPO)")
     elif may_be_stale(a) and a.compute_prox_log_prob and rc.rollout_is is None and rc.rollout_rs is None:
-        errors.append("async_training.compute_prox_log_prob=true recomputes pi_old, so the behaviour -> pi_old gap needs "
-                      "a correction; set algorithm.rollout_correction.rollout_is=token (or rollout_rs), or use "
+        errors.append("async_training.compute_prox_log_prob=true recomputes pi_old, so the behaviour -> pi_old gap "
+                      "needs a correction; set algorithm.rollout_correction.rollout_is=token (or rollout_rs), or use "
                       "async_training.use_rollout_log_probs=true")
     raise_all(errors)

@@ -154,9 +154,10 @@ def test_a_dead_or_hung_rollout_worker_stops_the_run_naming_it(arith_data, tmp_p
                 raise
         run.rollouts.take = timed_take
 
-    message = (r"^rollout\.(generate|load_weights): the worker of rank 0 of 1 of the rollout pool died" if fault == "die"
-               else r"^rollout\.(generate|load_weights) did not finish on rank\(s\) \[0\] of 1 of the rollout pool within "
-                    r"trainer\.worker_timeout_s=5s(.|\n)*stack of rank 0")
+    call = r"^rollout\.(generate|load_weights)"
+    message = (call + r": the worker of rank 0 of 1 of the rollout pool died" if fault == "die"
+               else call + r" did not finish on rank\(s\) \[0\] of 1 of the rollout pool within "
+               r"trainer\.worker_timeout_s=5s(.|\n)*stack of rank 0")
     try:
         with pytest.raises(WorkerError, match=message):
             train(overrides(arith_data, tmp_path, *ASYNC, "trainer.val_before_train=false"), before_fit=sabotage)
