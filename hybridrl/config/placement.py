@@ -6,10 +6,12 @@ own pool: the critic with `critic.n_workers`, the reward model with
 `reward_model.enable_resource_pool` (`reward_model.n_gpus_per_node * reward_model.nnodes` workers;
 otherwise it scores in the driver), the distillation teacher with `distillation.enable_resource_pool`
 (`distillation.n_gpus_per_node * distillation.nnodes` workers; otherwise in the actor pool). Each pool is its own data-parallel process group.
+Asynchronous training adds a rollout pool (`rollout.n_gpus_per_node * rollout.nnodes` workers, no process group).
 """
 
 from __future__ import annotations
 
+from hybridrl.config.async_checks import async_enabled, rollout_workers
 from hybridrl.config.schema import RLConfig
 from hybridrl.config.validate import needs_critic, needs_reference, needs_teacher
 
@@ -24,6 +26,8 @@ def pool_sizes(cfg: RLConfig) -> dict[str, int]:
         sizes["reward_model"] = rm.n_gpus_per_node * rm.nnodes
     if needs_teacher(cfg) and dist.enable_resource_pool:
         sizes["teacher"] = dist.n_gpus_per_node * dist.nnodes
+    if async_enabled(cfg):
+        sizes["rollout"] = rollout_workers(cfg)
     return sizes
 
 
@@ -40,6 +44,8 @@ def pool_roles(cfg: RLConfig) -> dict[str, tuple[str, ...]]:
         roles["reward_model"] = ("reward_model",)
     if "teacher" in sizes:
         roles["teacher"] = ("teacher",)
+    if "rollout" in sizes:
+        roles["rollout"] = ("rollout",)
     return roles
 
 
@@ -47,7 +53,8 @@ def describe_placement(cfg: RLConfig) -> str:
     """Every role in this process (local), or each pool's workers with their ranks and nodes (ray)."""
     tr, rm = cfg.trainer, cfg.reward_model
     names = {"policy": f"policy (actor + {cfg.actor_rollout_ref.rollout.name} rollout engine)", "reference": "reference",
-             "teacher": "distillation teacher", "critic": "critic", "reward_model": "reward model"}
+             "teacher": "distillation teacher", "critic": "critic", "reward_model": "reward model",
+             "rollout": "rollout engine with its own weights (asynchronous training)"}
     if tr.backend == "local":
         held = [names[r] for r in pool_roles(cfg)["actor"]] + ["reward model"] * rm.enable
         return f"placement: backend=local, one process holds {', '.join(held)}"
@@ -58,9 +65,9 @@ def describe_placement(cfg: RLConfig) -> str:
     # workers per node: the actor and reward-model pools are laid out by their n_gpus_per_node; Ray
     # places the critic pool's workers wherever CPUs (GPUs) are free
     per_node = {"actor": tr.n_gpus_per_node, "reward_model": rm.n_gpus_per_node,
-                "teacher": cfg.distillation.n_gpus_per_node}
+                "teacher": cfg.distillation.n_gpus_per_node, "rollout": cfg.rollout.n_gpus_per_node}
     what = {"actor": f"strategy {cfg.actor_rollout_ref.actor.strategy}", "critic": f"strategy {cfg.critic.strategy}",
-            "reward_model": "inference only", "teacher": "inference only"}
+            "reward_model": "inference only", "teacher": "inference only", "rollout": "generation only"}
     for pool, size in sizes.items():
         lines.append(f"  {pool} pool: {size} worker(s), {what[pool]}")
         for r in range(size):

@@ -19,6 +19,7 @@ from hybridrl.config.schema_policy import (  # noqa: F401  re-exported
     ActorConfig, ActorRolloutRefConfig, EngineKwargs, FSDPConfig, MixedPrecisionConfig, ModelConfig,
     MultiTurnConfig, OptimConfig, PolicyLossConfig, RefConfig, RefFSDPConfig, RefMixedPrecisionConfig,
     RolloutConfig, ValKwargs)
+from hybridrl.config.schema_async import AsyncTrainingConfig, RolloutPoolConfig  # noqa: F401  re-exported
 from hybridrl.config.schema_roles import (  # noqa: F401  re-exported
     CriticConfig, CriticModelConfig, CustomRewardFunctionConfig, DistillationConfig, DistillationLossConfig,
     OverlongBufferConfig, RewardModelConfig, RewardModelModelConfig, TeacherModelConfig)
@@ -172,6 +173,8 @@ class RLConfig:
     distillation: DistillationConfig = field(default_factory=DistillationConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
     ray_kwargs: RayKwargsConfig = field(default_factory=RayKwargsConfig)
+    rollout: RolloutPoolConfig = field(default_factory=RolloutPoolConfig)  # async: the separate rollout pool
+    async_training: AsyncTrainingConfig = field(default_factory=AsyncTrainingConfig)
 
     def __post_init__(self) -> None:
         # `auto` precision keys -> concrete values for this machine, before anything reads them

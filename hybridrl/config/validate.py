@@ -18,6 +18,7 @@ from hybridrl.algos.kl import KL_ESTIMATORS
 from hybridrl.algos.policy_losses import POLICY_LOSSES
 from hybridrl.algos.reduce import LOSS_AGG_MODES
 from hybridrl.algos.rollout_correction import ROLLOUT_IS, ROLLOUT_RS
+from hybridrl.config.async_checks import check_async
 from hybridrl.config.derive import derive_micro_batches
 from hybridrl.config.levers import check_levers, resolve_backend
 from hybridrl.config.plan import BatchPlan
@@ -145,7 +146,7 @@ def check_rl_config(cfg: RLConfig, problems: Problems) -> Optional[BatchPlan]:
     alg, actor = cfg.algorithm, cfg.actor_rollout_ref.actor
     resolve_backend(cfg)  # auto -> local | ray, before anything reads it
     for fn in (_check_custom_reward_file, _check_reward, _check_checkpointing, _check_multi_turn, _check_sampling, _check_kl_in_reward, _check_dapo,
-               _check_vllm, _check_distillation):
+               _check_vllm, _check_distillation, check_async):
         check(fn, cfg)
     check(check_loggers, cfg.trainer.logger)
     check(LOSS_AGG_MODES.entry, actor.loss_agg_mode)

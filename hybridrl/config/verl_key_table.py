@@ -446,5 +446,12 @@ _DISTILL = [
        "rows of its data_source", _ONE_TEACHER, f"set {_D}.teacher_model.model_path", ("data_source", None)),
 ]
 
+_ASYNC = [
+    _k(("rollout.total_rollout_steps", "rollout.test_freq"), "the fully-async rollouter's own sample budget and "
+       "validation frequency", "hybridrl's rollout pool generates exactly the trainer's batches, and the trainer "
+       "validates with its own policy", "remove the key; trainer.total_training_steps and trainer.test_freq decide",
+       (None,)),
+]  # any other async_training key is unknown here: the loader's "did you mean" names the nearest field
+
 TABLE: tuple[VerlKey, ...] = tuple(_LEGACY + _GROUPS + _OPTIM + _FSDP + _MODEL + _ROLE + _ROLLOUT + _DATA + _REWARD
-                                   + _ALGORITHM + _TRAINER + _DISTILL)
+                                   + _ALGORITHM + _TRAINER + _DISTILL + _ASYNC)

@@ -38,6 +38,7 @@ from hybridrl.config.levers import (
 from hybridrl.config.placement import pool_roles, pool_sizes
 from hybridrl.config.schema import RLConfig
 from hybridrl.config.validate import critic_batch_plan, needs_critic, needs_reference, needs_teacher
+from hybridrl.distributed.rollout_group import RolloutGroup, rollout_pool_worker
 from hybridrl.distributed.worker import RoleWorker
 from hybridrl.errors import ConfigError, HybridRLError
 from hybridrl.models.flops import ModelShape
@@ -95,14 +96,14 @@ class WorkerPool:
     each hosting `roles` (a subset of policy, reference, teacher, critic, reward_model)."""
 
     def __init__(self, name: str, roles: tuple[str, ...], world: int, cfg: RLConfig, plan: BatchPlan,
-                 total_steps: int, threads: int, worker_cls=RoleWorker):
+                 total_steps: int, threads: int, worker_cls=RoleWorker, concurrency: int = 2):
         import ray
 
         self.name, self.roles, self.world = name, roles, world
         self.timeout_s = cfg.trainer.worker_timeout_s
         gpus = 1 if cfg.trainer.device == "cuda" else 0
-        # max_concurrency 2: stacks() answers beside a stuck call
-        remote = ray.remote(worker_cls).options(num_cpus=1, num_gpus=gpus, max_concurrency=2)
+        # max_concurrency >= 2: stacks() answers beside a stuck call (the rollout pool queues more calls)
+        remote = ray.remote(worker_cls).options(num_cpus=1, num_gpus=gpus, max_concurrency=concurrency)
         self.actors = [remote.remote(cfg, plan, total_steps, rank, world, threads, roles) for rank in range(world)]
         try:
             if cfg.trainer.profile_timeline is not None:  # before setup, so that it is recorded too
@@ -123,6 +124,14 @@ class WorkerPool:
         trainer.worker_timeout_s in all; the first failure stops the run, naming the rank that caused it."""
         import ray
 
+        self.wait(role, method, refs)
+        return ray.get(refs)
+
+    def wait(self, role: str, method: str, refs: list) -> None:
+        """`call` without fetching the results (they may stay in the object store, e.g. weights another pool
+        reads)."""
+        import ray
+
         deadline = time.monotonic() + self.timeout_s
         pending = list(refs)
         while pending:
@@ -131,7 +140,6 @@ class WorkerPool:
                 raise self._timeout(role, method, [refs.index(r) for r in pending])
             if _failure_of(ready[0]) is not None:
                 raise self._failure(role, method, refs)
-        return ray.get(refs)
 
     def _failure(self, role: str, method: str, refs: list) -> WorkerError:
         """The culprit among the ranks that failed: a rank whose process died comes first (its peers then
@@ -240,7 +248,9 @@ class RayRoles:
         self.pools: dict[str, WorkerPool] = {}
         try:
             for name, size in sizes.items():
-                self.pools[name] = WorkerPool(name, roles[name], size, cfg, plan, total_steps, threads, worker_cls)
+                cls, concurrency = rollout_pool_worker(cfg) if name == "rollout" else (worker_cls, 2)
+                self.pools[name] = WorkerPool(name, roles[name], size, cfg, plan, total_steps, threads, cls,
+                                              concurrency)
         except BaseException:  # no worker outlives a failed start
             self.close()
             raise
@@ -258,6 +268,7 @@ class RayRoles:
                                    critic_update_batching(cfg, 1).dynamic, critic_values_batching(cfg).dynamic)
                        if needs_critic(cfg) else None)
         self.reward_model = RewardModelGroup(self.pools["reward_model"]) if "reward_model" in self.pools else None
+        self.rollout = RolloutGroup(self.pools["rollout"], pad_id) if "rollout" in self.pools else None  # async
 
     def timeline_events(self) -> list[dict]:
         """The new spans of every worker of every pool (trainer.profile_timeline; hybridrl/timeline.py)."""
@@ -329,6 +340,13 @@ class PolicyGroup:
 
     def update(self, batch: TrainBatch) -> dict[str, float]:
         return self.pool.update("policy", lambda a: a.policy_update, batch, self.mini_per_worker, self.balance_update)
+
+    def engine_weights(self):
+        """An object-store reference to the whole current weights (rank 0's; every rank joins the gather), for the
+        async rollout pool to read directly: the driver never holds a copy."""
+        refs = [a.policy_engine_weights.remote() for a in self.pool.actors]
+        self.pool.wait("policy", "engine_weights", refs)
+        return refs[0]
 
     def model_shape(self) -> ModelShape:
         return self.pool.call("policy", "model_shape", [self.pool.actors[0].model_shape.remote()])[0]

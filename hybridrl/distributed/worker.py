@@ -30,7 +30,25 @@ from hybridrl.workers.build import build_critic, build_policy, build_reference, 
 from hybridrl.workers.critic import CriticBatch
 
 
-class RoleWorker(TimelineWorker):
+class Diagnosable:
+    """What the driver asks of any worker process beside its work: where it runs, what it is doing."""
+
+    def node_id(self) -> str:
+        """The Ray node this rank runs on (for the placement report)."""
+        import ray
+
+        return ray.get_runtime_context().get_node_id()
+
+    def stacks(self) -> str:
+        """Every thread's Python stack: what a stuck call is doing (runs beside it: max_concurrency >= 2)."""
+        names = {t.ident: t.name for t in threading.enumerate()}
+        me = threading.get_ident()
+        parts = [f"thread {names.get(ident, ident)}:\n{''.join(traceback.format_stack(frame))}"
+                 for ident, frame in sys._current_frames().items() if ident != me]
+        return "\n".join(parts)
+
+
+class RoleWorker(Diagnosable, TimelineWorker):
     def __init__(self, cfg: RLConfig, plan: BatchPlan, total_steps: int, rank: int, world_size: int, threads: int,
                  roles: tuple[str, ...] = ("policy",)):
         torch.set_num_threads(threads)
@@ -112,6 +130,12 @@ class RoleWorker(TimelineWorker):
     def policy_saved_shapes(self) -> dict[str, tuple[int, ...]]:
         return self.policy.saved_shapes()
 
+    def policy_engine_weights(self) -> Optional[dict]:
+        """The whole weights for the async rollout pool (every rank joins the fsdp2 gather); rank 0's answer only,
+        so the object store holds one copy."""
+        weights = self.policy.engine_weights()
+        return weights if self.rank == 0 else None
+
     # reference ------------------------------------------------------------------------------
     @recorded
     def reference_log_probs(self, seqs: Sequences) -> Tensor:
@@ -154,18 +178,3 @@ class RoleWorker(TimelineWorker):
     @recorded
     def reward_scores(self, rollout: Rollout, texts: list[str]) -> Tensor:
         return self.reward_model.scores(rollout, texts)
-
-    # diagnosis ------------------------------------------------------------------------------
-    def node_id(self) -> str:
-        """The Ray node this rank runs on (for the placement report)."""
-        import ray
-
-        return ray.get_runtime_context().get_node_id()
-
-    def stacks(self) -> str:
-        """Every thread's Python stack: what a stuck call is doing (runs beside it: max_concurrency 2)."""
-        names = {t.ident: t.name for t in threading.enumerate()}
-        me = threading.get_ident()
-        parts = [f"thread {names.get(ident, ident)}:\n{''.join(traceback.format_stack(frame))}"
-                 for ident, frame in sys._current_frames().items() if ident != me]
-        return "\n".join(parts)

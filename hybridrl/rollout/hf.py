@@ -58,8 +58,11 @@ def choose_tokens(logits: Tensor, sampling: SamplingParams, u: Tensor | None) ->
 
 class HFRolloutEngine(RolloutEngine):
     def __init__(self, module, eos_token_ids: list[int], pad_token_id: int, seed: int = 0, max_num_seqs: int = 1024,
-                 share_prompts: bool = True, lean_decode: bool = True, precision: Precision = FP32):
+                 share_prompts: bool = True, lean_decode: bool = True, precision: Precision = FP32,
+                 own_copy: bool = False):
         self.module = module
+        # own_copy: the module is the engine's alone (an async rollout worker's), so load_weights replaces it
+        self.shares_weights = not own_copy
         self.precision = precision  # rollout.dtype=bfloat16: bf16 prefill (autocast) and bf16 lean-decode weights
         self.lean_decode = lean_decode  # Llama-family decode steps without the module's machinery (rollout/decode.py)
         self.share_prompts = share_prompts  # prefill each distinct prompt once (models/forward.prefill_distinct)
@@ -69,7 +72,8 @@ class HFRolloutEngine(RolloutEngine):
         self.draws = KeyedDraws(seed)
 
     def load_weights(self, named_tensors: Iterable[tuple[str, Tensor]]) -> None:
-        pass  # the engine samples with the trainer's module itself
+        if not self.shares_weights:  # else the engine samples with the trainer's module itself: nothing to load
+            self.module.load_state_dict(dict(named_tensors), strict=True)
 
     def generate(self, prompt_ids: Tensor, prompt_mask: Tensor, sampling: SamplingParams,
                  sample_ids: Tensor, stream: str = "train", on_step: StepCallback | None = None) -> Generation:

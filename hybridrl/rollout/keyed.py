@@ -79,6 +79,11 @@ class KeyedDraws:
     def skip(self, stream: str) -> None:
         self.calls[stream] += 1
 
+    def set_call(self, stream: str, call: int) -> None:
+        """The next generate call of `stream` is number `call`: an async rollout worker generates the trainer's
+        batch k as call k-1 of "train", whatever it generated before, so its samples are the synchronous run's."""
+        self.calls[stream] = call
+
     def state_dict(self) -> dict:
         return {"seed": self.seed, "calls": dict(self.calls)}
 

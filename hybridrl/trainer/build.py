@@ -35,6 +35,7 @@ from hybridrl.paths import check_output_file, check_output_folder
 from hybridrl.rewards.manager import OverlongBuffer, RewardManager, RewardSettings
 from hybridrl.rewards.pool import FunctionRef, ScoringPool
 from hybridrl.rollout.base import SamplingParams
+from hybridrl.trainer.async_rollout import AsyncRollouts
 from hybridrl.trainer.checkpoint import (
     ResumePoint,
     check_output_dir,
@@ -138,6 +139,7 @@ class RLRun:
     model_shape: ModelShape  # the policy's, for perf/mfu/actor
     workers: Optional[object] = None  # backend=ray: the worker processes (RayRoles), shut down by the trainer
     lock: Optional[RunLock] = None  # the run folder's lock (build_run takes it), released by the trainer
+    rollouts: Optional[AsyncRollouts] = None  # asynchronous training: batches from the rollout pool (else generated)
 
 
 def _roles(cfg: RLConfig, plan: BatchPlan, total: int, tokenizer, log) -> tuple:
@@ -225,8 +227,10 @@ def _build_run(cfg: RLConfig, plan: BatchPlan, log) -> RLRun:
         opened.append(reward)
         os.makedirs(run_dir, exist_ok=True)
         OmegaConf.save(OmegaConf.structured(cfg), os.path.join(run_dir, "config.yaml"))
-        return _assemble(cfg, plan, total, tokenizer, train_data, val_data, resume, policy, reference, critic,
-                         teacher, workers, reward)
+        run = _assemble(cfg, plan, total, tokenizer, train_data, val_data, resume, policy, reference, critic,
+                        teacher, workers, reward)
+        run.rollouts = AsyncRollouts.of_run(cfg, run, getattr(workers, "rollout", None))
+        return run
     except BaseException:
         for thing in reversed(opened):
             thing.close()

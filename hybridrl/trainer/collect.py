@@ -26,8 +26,9 @@ class GroupFilter:
 
 def _generate_and_score(run, n: int, metrics: dict[str, float]) -> tuple[Rollout, RewardOutput]:
     prompts = run.train_data.collate(run.sampler.next_batch(), run.pad_id)
-    with timed(metrics, "gen"):  # sample n responses per prompt, keeping their log-probs
-        rollout = run.policy.generate(prompts, n, run.sampling)
+    with timed(metrics, "gen"):  # sample n responses per prompt, keeping their log-probs (async: generated ahead)
+        rollout = (run.policy.generate(prompts, n, run.sampling) if run.rollouts is None
+                   else run.rollouts.take(prompts, metrics))
     with timed(metrics, "reward"):  # decode, score, shape
         reward = run.reward.score(rollout)
     return rollout, reward

@@ -132,6 +132,8 @@ class RLTrainer:
             restore(r, p)
             self.log(f"resumed from step {p.step} (epoch {p.epoch}, sample {p.sample}) of {p.path}")
             first = p.step + 1
+        if r.rollouts is not None:  # async: the rollout pool starts from the trainer's weights, generating ahead
+            r.rollouts.start(first)
         before = {}
         if r.loop.val_before_train and r.resume is None:  # a resumed run validated before its first step already
             with timeline.span("testing", step=0):
@@ -200,12 +202,17 @@ class RLTrainer:
             # generate n responses per prompt and score them (DAPO: until enough groups are informative)
             rollout, reward = collect_rollout(r, s.n, r.plan.prompts_per_step, s.group_filter, m)
             seqs, mask = rollout.sequences(), rollout.response_mask
-            needs_old = not r.plan.on_policy or r.kl_ctrl is not None or s.rollout_rs is not None
+            # async, a batch of older weights: π_old is the rollout's log-probs, or ("prox") recomputed here
+            behaviour = r.rollouts.behaviour if r.rollouts is not None else None
+            needs_old = behaviour != "rollout" and (not r.plan.on_policy or r.kl_ctrl is not None
+                                                     or s.rollout_rs is not None or behaviour == "prox")
             # π_old, frozen before any update; left until the advantages are known when only the rows with a
             # gradient need it (the in-reward KL and the rejection band, which sets the normaliser, need every row's)
             later = needs_old and s.skip_zero_advantage and r.kl_ctrl is None and s.rollout_rs is None
             dump = s.dump_token_details and bool(s.rollout_data_dir)  # the dump's per-token detail
             f = self.frozen_passes(rollout, seqs, needs_old and not later, dump, m)
+            if behaviour == "rollout":
+                f.old = rollout.rollout_log_probs
             token_rewards = on_last_token(reward.rewards, mask)
             if r.kl_ctrl is not None:  # r_t - beta * KL_t (RLHF's KL-shaped reward)
                 token_rewards, kl = apply_kl_penalty(token_rewards, f.old, f.ref, mask, s.kl_penalty, r.kl_ctrl.value)
@@ -238,6 +245,9 @@ class RLTrainer:
                 with timed(m, "update_actor"):
                     m.update(r.policy.update(TrainBatch(seqs, adv.advantages, rollout.rollout_log_probs, f.old, f.ref,
                                                         f.teacher)))
+            if r.rollouts is not None:  # async: every trigger_parameter_sync_step steps, the weights to the pool
+                with timed(m, "sync_rollout_weights"):
+                    r.rollouts.after_update(step)
         m.update(data_metrics(rollout, reward, token_rewards, adv, f.values, s.max_response_length))
         self.record(step, m, rollout, reward, adv, with_signal, f)
         return m

@@ -30,7 +30,7 @@ from hybridrl.config.plan import BatchPlan
 from hybridrl.config.schema import RLConfig
 from hybridrl.config.validate import critic_batch_plan
 from hybridrl.distributed.dp import SINGLE, DataParallel
-from hybridrl.distributed.sharding import make_sharding
+from hybridrl.distributed.sharding import Replicated, make_sharding
 from hybridrl.models.forward import Layout
 from hybridrl.models.loading import (
     check_context_length,
@@ -130,7 +130,15 @@ def _width(module) -> int:
     return int(getattr(config.get_text_config(), "hidden_size", 0) or 0) if config is not None else 0
 
 
-def _engine(cfg: RLConfig, module, tokenizer, sharding):
+def build_rollout_engine(cfg: RLConfig, tokenizer) -> HFRolloutEngine:
+    """An async rollout worker's engine (config/schema_async.py): the policy's engine settings (_engine) over its
+    own copy of the model, which holds the folder's weights until the trainer's first push (load_weights). vllm is
+    refused with async for now (config/async_checks.py)."""
+    module = load_causal_lm(cfg.actor_rollout_ref.model.path, cfg.trainer.device).eval().requires_grad_(False)
+    return _engine(cfg, module, tokenizer, Replicated(), own_copy=True)
+
+
+def _engine(cfg: RLConfig, module, tokenizer, sharding, own_copy: bool = False):
     """The rollout engine (actor_rollout_ref.rollout.name): hf samples with the policy's module itself;
     vllm is its own engine, built from the policy's folder and synced after every update."""
     rollout, seed = cfg.actor_rollout_ref.rollout, cfg.trainer.seed
@@ -138,7 +146,7 @@ def _engine(cfg: RLConfig, module, tokenizer, sharding):
     if rollout.name == "hf":
         return HFRolloutEngine(module, eos, tokenizer.pad_token_id, seed=seed, max_num_seqs=rollout.max_num_seqs,
                                share_prompts=cfg.actor_rollout_ref.model.share_prompt_prefix,
-                               lean_decode=rollout.lean_decode,
+                               lean_decode=rollout.lean_decode, own_copy=own_copy,
                                precision=Precision.of(rollout_compute_dtype(cfg), device=cfg.trainer.device))
     from hybridrl.rollout.vllm import VLLMRolloutEngine, VLLMSettings
 

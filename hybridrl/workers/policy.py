@@ -87,10 +87,14 @@ class Policy(UpdatingWorker[TrainBatch]):
         with its own copy (vllm) needs none."""
         return self.sharding.gathered(self.module) if self.engine.shares_weights else contextlib.nullcontext()
 
+    def engine_weights(self) -> dict[str, Tensor]:
+        """The current whole weights as an engine with its own copy loads them (under fsdp2 a collective: every
+        rank); with LoRA the merged base + adapter weights, under the base model's names."""
+        return plain_state_dict(self.module, self.sharding.full_state_dict(self.module))
+
     def sync_engine(self) -> None:
-        """The current weights into an engine with its own copy (under fsdp2 a collective: every rank);
-        with LoRA the merged base + adapter weights, under the base model's names."""
-        self.engine.load_weights(plain_state_dict(self.module, self.sharding.full_state_dict(self.module)).items())
+        """The current weights into an engine with its own copy (vllm)."""
+        self.engine.load_weights(self.engine_weights().items())
 
     def update(self, batch: TrainBatch) -> dict[str, float]:
         metrics = super().update(batch)

@@ -47,3 +47,12 @@ def test_distillation_example_distils_alone_from_its_teacher():
     d = cfg.distillation
     assert d.enabled and d.distillation_loss.loss_mode == "k3+" and not d.distillation_loss.use_task_rewards
     assert load_config(RLConfig, path).distillation.teacher_model.model_path == "build/distill_arith/teacher"
+
+
+def test_the_one_step_off_example_is_asynchronous_and_one_step_off():
+    from hybridrl.config.async_checks import async_enabled, batches_per_sync
+
+    path = os.path.join(os.path.dirname(__file__), "../../../examples/one_step_off/config.yaml")
+    cfg = load_config(RLConfig, path)
+    validate_rl_config(cfg)
+    assert async_enabled(cfg) and batches_per_sync(cfg.async_training) == 2 and cfg.trainer.backend == "ray"

@@ -30,7 +30,7 @@ class FakeRun:
         self.train_data = SimpleNamespace(collate=lambda idx, pad: prompts(idx, 2 + len(idx)))
         self.policy = SimpleNamespace(generate=self.generate)
         self.reward = SimpleNamespace(score=self.score)
-        self.sampling = None
+        self.sampling, self.rollouts = None, None  # synchronous: no async rollout queue
 
     def generate(self, p: PromptBatch, n: int, sampling) -> Rollout:
         rep = p.repeat_interleave(n)
