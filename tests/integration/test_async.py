@@ -173,7 +173,8 @@ def test_a_dead_or_hung_rollout_worker_stops_the_run_naming_it(arith_data, tmp_p
 
 
 PARTIAL = [*ONE_STEP_OFF, "async_training.partial_rollout=true", "data.max_response_length=48",
-           "actor_rollout_ref.rollout.max_num_seqs=1",  # one row at a time: generating outlasts a step, so pushes land mid-way
+           # one row at a time: generating a batch outlasts a training step, so pushes land mid-way
+           "actor_rollout_ref.rollout.max_num_seqs=1",
            "actor_rollout_ref.rollout.ignore_eos=true"]
 
 
@@ -193,7 +194,8 @@ def test_partial_rollouts_train_with_per_token_versions_and_resume(arith_data, t
     assert all(r["async/staleness_token_mean"] <= r["async/staleness_max"] for r in steps)
     # some push landed while its batch was generating (a batch's rows run one after another: generating 16 x 48
     # tokens outlasts a training step), so that batch's later tokens are fresher than one step off
-    assert any(r["async/staleness_token_mean"] < 1.0 for r in steps[1:]), [r["async/staleness_token_mean"] for r in steps]
+    fresher = [r["async/staleness_token_mean"] for r in steps[1:]]
+    assert any(x < 1.0 for x in fresher), fresher
     before, after = (load_file(f"{run}/global_step_{s}/actor/model.safetensors") for s in (2, 4))
     assert before.keys() == after.keys() and any(not torch.equal(before[k], after[k]) for k in before)
     shutil.rmtree(run / "global_step_4")

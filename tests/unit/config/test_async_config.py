@@ -26,8 +26,8 @@ def test_a_valid_one_step_off_config_loads():
 
 
 def test_partial_rollouts_load_where_a_generation_can_be_in_flight_at_a_push():
-    cfg, _ = load_rl_config(None, [*POOL, "async_training.staleness_threshold=0.5", "async_training.partial_rollout=true",
-                                   "async_training.trigger_parameter_sync_step=2"])
+    cfg, _ = load_rl_config(None, [*POOL, "async_training.staleness_threshold=0.5",
+                                   "async_training.partial_rollout=true", "async_training.trigger_parameter_sync_step=2"])
     assert cfg.async_training.partial_rollout
 
 
