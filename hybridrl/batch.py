@@ -57,6 +57,10 @@ class Rollout:
     # included (response_mask is 0 on them: attended to, never trained on); None: equals response_mask
     response_attention_mask: Optional[Tensor] = None
     turn_stats: Optional[dict[str, Tensor]] = None  # multi-turn: name -> [N] per-row counts (num_turns, tool calls)
+    # partial rollouts (async_training.partial_rollout): [N, T] long, the policy version (optimizer step) of the
+    # weights that sampled each token, -1 on padding; a response interrupted by a weight push mixes versions, and
+    # rollout_log_probs holds each token's log-prob under its own version. None: not tracked
+    token_versions: Optional[Tensor] = None
 
     def response_attention(self) -> Tensor:
         """[N, T] 1 on every real response token (generated or tool), 0 on padding."""
@@ -162,8 +166,9 @@ def concat_rollouts(rollouts: list[Rollout], pad_id: int) -> Rollout:
         prompts = dataclasses.replace(r.prompts, input_ids=_pad_to(r.prompts.input_ids, P, pad_id, left=True),
                                       attention_mask=_pad_to(r.prompts.attention_mask, P, 0, left=True))
         attn = None if r.response_attention_mask is None else _pad_to(r.response_attention_mask, T, 0, left=False)
+        versions = None if r.token_versions is None else _pad_to(r.token_versions, T, -1, left=False)
         padded.append(Rollout(prompts, _pad_to(r.response_ids, T, pad_id, left=False),
                               _pad_to(r.response_mask, T, 0, left=False), _pad_to(r.rollout_log_probs, T, 0.0, left=False),
-                              r.uid + offset, attn, r.turn_stats))
+                              r.uid + offset, attn, r.turn_stats, versions))
         offset += int(r.uid.max()) + 1 if len(r.uid) else 0
     return concat(padded)

@@ -55,9 +55,12 @@ def check_async(cfg: RLConfig) -> None:
     if cfg.actor_rollout_ref.rollout.name != "hf":
         errors.append(f"{where} with actor_rollout_ref.rollout.name={cfg.actor_rollout_ref.rollout.name}: not yet, "
                       "vLLM does not run inside Ray workers here; set actor_rollout_ref.rollout.name=hf")
-    if a.partial_rollout:
-        errors.append("async_training.partial_rollout=true (continue generations across a weight push) is not "
-                      "implemented yet; set async_training.partial_rollout=false")
+    if a.partial_rollout and batches_per_sync(a) <= a.trigger_parameter_sync_step:
+        # verl accepts it and nothing happens; a key that silently does nothing is refused here instead
+        errors.append(f"async_training.partial_rollout=true with staleness_threshold={a.staleness_threshold:g}: no "
+                      "generation is ever in flight at a weight push (each window's batches are taken before the "
+                      "next push), so it would do nothing; set async_training.staleness_threshold > 0 (e.g. 1) or "
+                      "async_training.partial_rollout=false")
     if cfg.algorithm.filter_groups.enable:
         errors.append(f"algorithm.filter_groups.enable=true generates a data-dependent number of rounds per step, "
                       f"which {where} cannot schedule ahead; set algorithm.filter_groups.enable=false or "

@@ -32,8 +32,9 @@ class AsyncTrainingConfig:
                                           "one-step-off", ge=0, hint="(0: synchronous; 1: one step off)")
     trigger_parameter_sync_step: int = doc(1, "push the trainer's weights to the rollout pool every N optimizer "
                                               "steps", ge=1)
-    partial_rollout: bool = doc(False, "interrupt generations in flight at a weight push and continue them with the "
-                                       "new weights (not implemented yet: must be false)")
+    partial_rollout: bool = doc(False, "a weight push interrupts the generation in flight at its next decode step, "
+                                       "which continues with the new weights (each token keeps its own log-prob and "
+                                       "version); needs staleness_threshold > 0")
     use_rollout_log_probs: bool = doc(True, "off-policy batches: pi_old is the rollout's own log-probs (the "
                                             "behaviour policy), so PPO clips pi/pi_rollout (verl's default)")
     compute_prox_log_prob: bool = doc(False, "off-policy batches: recompute pi_old on the trainer (AReaL's decoupled "

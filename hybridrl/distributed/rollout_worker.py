@@ -5,6 +5,11 @@ The driver submits weight pushes and generations ahead of time (trainer/async_ro
 actor's calls on a thread pool (max_concurrency > 1, so that `stacks` answers beside a stuck call) in no
 guaranteed order, so every call carries a ticket, its submission number, and waits for its turn: a
 generation sees exactly the weights pushed before it was submitted, whatever the timing.
+
+Partial rollouts (async_training.partial_rollout) relax this one way only: a push whose turn is next after the
+generation running now does not wait for it to end. It offers its weights to that generation (rollout/partial.py),
+which takes them at its next decode step; later calls still wait for the push's turn, so they see exactly the
+pushes submitted before them. Which token a push lands on then depends on timing, and each token records it.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from hybridrl.config.plan import BatchPlan
 from hybridrl.config.schema import RLConfig
 from hybridrl.distributed.worker import Diagnosable
 from hybridrl.rollout.base import SamplingParams, generate_rollout
+from hybridrl.rollout.partial import WeightInbox
 from hybridrl.timeline import TimelineWorker, recorded, span
 from hybridrl.workers.build import build_rollout_engine
 
@@ -31,8 +37,10 @@ class RolloutWorker(Diagnosable, TimelineWorker):
         torch.set_num_threads(threads)
         self.cfg, self.rank = cfg, rank
         self.engine = None
-        self.version = -1  # the optimizer step of the weights held (-1: the model folder's)
+        self.partial = cfg.async_training.partial_rollout
+        self.inbox = WeightInbox()  # its version: the optimizer step of the weights held (-1: the model folder's)
         self._turn, self._next_turn = threading.Condition(), 0
+        self._running: Optional[str] = None  # the call whose turn it is: "generate" | "load_weights" | None
 
     def rendezvous(self) -> tuple[str, int]:
         return "", 0  # rollout workers never talk to each other: no process group
@@ -47,32 +55,50 @@ class RolloutWorker(Diagnosable, TimelineWorker):
         return os.getpid()
 
     def load_weights(self, ticket: int, weights: dict, version: int) -> int:
-        """Take the trainer's weights of optimizer step `version`; returns it."""
-        with self._in_turn(ticket), span("load_weights", version=version):  # the span: the load, not the wait
-            self.engine.load_weights(weights.items())
-            self.version = version
+        """Take the trainer's weights of optimizer step `version`; returns it. Partial rollouts: offered first to
+        the generation running just before this push's turn."""
+        offered = self.partial and self._offer(ticket, weights, version)
+        with self._in_turn(ticket, "load_weights"), span("load_weights", version=version):  # the load, not the wait
+            if not offered or self.inbox.take() is not None:  # not taken: the generation ended first
+                self.engine.load_weights(weights.items())
+                self.inbox.version = version
             return version
+
+    def _offer(self, ticket: int, weights: dict, version: int) -> bool:
+        """Wait until the call right before `ticket` runs (or has ended); if it is a generation, offer it the weights
+        (True)."""
+        with self._turn:
+            self._turn.wait_for(lambda: self._next_turn == ticket or (self._next_turn == ticket - 1
+                                                                       and self._running == "generate"))
+            if self._next_turn == ticket:
+                return False
+            self.inbox.offer(list(weights.items()), version)
+            return True
 
     def generate(self, ticket: int, prompts: Optional[PromptBatch], n: int, sampling: SamplingParams,
                  call: int) -> Optional[Rollout]:
         """n responses per prompt as generate call `call` of the "train" stream (rollout/keyed.py); None for an
         empty shard."""
-        with self._in_turn(ticket), span("generate", call=call):
+        with self._in_turn(ticket, "generate"), span("generate", call=call):
             if prompts is None:
                 return None
             self.engine.draws.set_call("train", call)
             device = next(self.engine.module.parameters()).device
-            return to_device(generate_rollout(self.engine, to_device(prompts, device), n, sampling, "train"), "cpu")
+            rollout = generate_rollout(self.engine, to_device(prompts, device), n, sampling, "train",
+                                       self.inbox if self.partial else None)
+            return to_device(rollout, "cpu")
 
     @contextlib.contextmanager
-    def _in_turn(self, ticket: int):
+    def _in_turn(self, ticket: int, kind: str):
         """Wait until `ticket` is this worker's next turn; the next ticket's turn comes when this one ends, also
         when it raised (the driver stops the run at that call: it waits on every push before a generation)."""
         with self._turn:
             self._turn.wait_for(lambda: self._next_turn == ticket)
+            self._running = kind
+            self._turn.notify_all()  # a partial push waiting for this generation to start
         try:
             yield
         finally:
             with self._turn:
-                self._next_turn += 1
+                self._next_turn, self._running = self._next_turn + 1, None
                 self._turn.notify_all()

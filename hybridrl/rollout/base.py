@@ -32,6 +32,9 @@ class Generation:
     # None: response_mask
     attention_mask: Optional[Tensor] = None
     stats: Optional[dict[str, Tensor]] = None  # multi-turn only: name -> [N] per-row counts (turns, tool calls)
+    # partial rollouts only (rollout/partial.py): [N, T] long, the version of the weights that sampled each token,
+    # -1 on padding; None otherwise
+    versions: Optional[Tensor] = None
 
 
 class RolloutEngine(ABC):
@@ -67,10 +70,13 @@ class RolloutEngine(ABC):
 
 
 def generate_rollout(engine: RolloutEngine, prompts: PromptBatch, n: int, sampling: SamplingParams,
-                     stream: str = "train") -> Rollout:
-    """n responses per prompt; rows i*n .. i*n+n-1 answer prompt i and share uid i."""
+                     stream: str = "train", inbox=None) -> Rollout:
+    """n responses per prompt; rows i*n .. i*n+n-1 answer prompt i and share uid i. `inbox`: partial rollouts
+    (rollout/partial.py, the hf engine only: config/async_checks.py)."""
     repeated = prompts.repeat_interleave(n)
+    partial = {} if inbox is None else {"inbox": inbox}
     out = engine.generate(repeated.input_ids, repeated.attention_mask, sampling, sample_ids_of(prompts.index, n),
-                          stream)
+                          stream, **partial)
     uid = torch.arange(len(prompts.index)).repeat_interleave(n)
-    return Rollout(repeated, out.response_ids, out.response_mask, out.log_probs, uid, out.attention_mask, out.stats)
+    return Rollout(repeated, out.response_ids, out.response_mask, out.log_probs, uid, out.attention_mask, out.stats,
+                   out.versions)

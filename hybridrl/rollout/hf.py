@@ -17,6 +17,7 @@ from hybridrl.models.forward import distinct_prompts, position_ids_of, prefill_d
 from hybridrl.models.precision import FP32, Precision
 from hybridrl.rollout.base import Generation, RolloutEngine, SamplingParams
 from hybridrl.rollout.keyed import KeyedDraws, uniforms
+from hybridrl.rollout.partial import WeightInbox
 
 # on_step(start, t, tokens [n], live [n]) -> None or a bool [n] of rows to end after token t. Called once per
 # decoding step of each chunk; rows start .. start + n - 1 of the call; tokens is the pad id on ended rows.
@@ -76,13 +77,16 @@ class HFRolloutEngine(RolloutEngine):
             self.module.load_state_dict(dict(named_tensors), strict=True)
 
     def generate(self, prompt_ids: Tensor, prompt_mask: Tensor, sampling: SamplingParams,
-                 sample_ids: Tensor, stream: str = "train", on_step: StepCallback | None = None) -> Generation:
-        """See RolloutEngine.generate; `on_step` sees every token as it is chosen (see StepCallback)."""
-        return self.generate_keyed(prompt_ids, prompt_mask, sampling, self.draws.next_keys(stream, sample_ids), on_step)
+                 sample_ids: Tensor, stream: str = "train", on_step: StepCallback | None = None,
+                 inbox: WeightInbox | None = None) -> Generation:
+        """See RolloutEngine.generate; `on_step` sees every token as it is chosen (see StepCallback); `inbox`:
+        partial rollouts, weights pushed during the call are taken between two tokens (rollout/partial.py)."""
+        return self.generate_keyed(prompt_ids, prompt_mask, sampling, self.draws.next_keys(stream, sample_ids), on_step,
+                                   inbox)
 
     @torch.no_grad()
     def generate_keyed(self, prompt_ids: Tensor, prompt_mask: Tensor, sampling: SamplingParams, keys: Tensor,
-                       on_step: StepCallback | None = None) -> Generation:
+                       on_step: StepCallback | None = None, inbox: WeightInbox | None = None) -> Generation:
         """generate() with each response's randomness key ([N] int64, rollout/keyed.py) given by the caller
         rather than drawn from the engine's counters (the server derives them from request seeds)."""
         # Chunks of max_num_seqs rows bound the KV cache; each response's draws depend on its key only
@@ -90,7 +94,7 @@ class HFRolloutEngine(RolloutEngine):
         m = self.max_num_seqs
         with self.precision.autocast():
             parts = [self._generate(prompt_ids[i:i + m], prompt_mask[i:i + m], sampling, keys[i:i + m],
-                                    _shifted(on_step, i))
+                                    _shifted(on_step, i), inbox)
                      for i in range(0, len(prompt_ids), m)]
         if len(parts) == 1:
             return parts[0]
@@ -98,7 +102,8 @@ class HFRolloutEngine(RolloutEngine):
         pad = lambda t, value: torch.cat([t, t.new_full((len(t), width - t.shape[1]), value)], 1)  # noqa: E731
         return Generation(torch.cat([pad(p.response_ids, self.pad_token_id) for p in parts]),
                           torch.cat([pad(p.response_mask, 0) for p in parts]),
-                          torch.cat([pad(p.log_probs, 0.0) for p in parts]))
+                          torch.cat([pad(p.log_probs, 0.0) for p in parts]),
+                          versions=None if inbox is None else torch.cat([pad(p.versions, -1) for p in parts]))
 
     def _prefill(self, prompt_ids: Tensor, prompt_mask: Tensor):
         """Last-position logits [N, V] and a DynamicCache holding every row's prompt keys and values."""
@@ -140,7 +145,8 @@ class HFRolloutEngine(RolloutEngine):
             use_cache=True).logits[:, -1]
 
     def _generate(self, prompt_ids: Tensor, prompt_mask: Tensor, sampling: SamplingParams, keys: Tensor,
-                  on_step: Callable[[int, Tensor, Tensor], Optional[Tensor]] | None = None) -> Generation:
+                  on_step: Callable[[int, Tensor, Tensor], Optional[Tensor]] | None = None,
+                  inbox: WeightInbox | None = None) -> Generation:
         was_training = self.module.training
         self.module.eval()
         device = prompt_ids.device
@@ -152,8 +158,13 @@ class HFRolloutEngine(RolloutEngine):
         step = self._decoder(cache, attn, P, T)
         next_pos = position_ids_of(prompt_mask)[:, -1] + 1  # [N]
         done = torch.zeros(N, dtype=torch.bool, device=device)
-        tokens, logps, masks = [], [], []
+        tokens, logps, masks, versions = [], [], [], []
         for t in range(T):
+            # partial rollouts: new weights between two tokens; without an inbox the loop is the plain one
+            if inbox is not None:
+                if (got := inbox.take()) is not None:
+                    logits, step = self._swap(got, inbox, prompt_ids, tokens, attn, P, T)
+                versions.append(torch.full((N,), inbox.version, dtype=torch.long, device=device))
             tok, lp = choose_tokens(logits, sampling, uniforms(keys, t))
             live = ~done
             tok = torch.where(live, tok, torch.full_like(tok, self.pad_token_id))
@@ -169,7 +180,26 @@ class HFRolloutEngine(RolloutEngine):
             logits = step(tok, next_pos, P + t)
             next_pos = next_pos + 1
         self.module.train(was_training)
-        return Generation(torch.stack(tokens, 1), torch.stack(masks, 1), torch.stack(logps, 1))
+        mask = torch.stack(masks, 1)
+        held = None if inbox is None else torch.stack(versions, 1).masked_fill(mask == 0, -1)  # [N, T]
+        return Generation(torch.stack(tokens, 1), mask, torch.stack(logps, 1), versions=held)
+
+    def _swap(self, got, inbox: WeightInbox, prompt_ids: Tensor, tokens: list[Tensor], attn: Tensor, P: int, T: int):
+        """Load pushed weights mid-generation and recompute the KV cache of the prompt and the t tokens so far with
+        them (it was computed with the old weights; AReaL, arXiv 2505.24298, recomputes it too): the next token's
+        logits [N, V] and a fresh decode step (the lean decoder copies the weights when built)."""
+        from transformers import DynamicCache
+
+        weights, version = got
+        self.load_weights(weights)
+        inbox.version = version
+        t = len(tokens)
+        ids = torch.cat([prompt_ids, *(x[:, None] for x in tokens)], 1)  # [N, P + t]
+        mask = attn[:, :P + t]  # the prompt's mask, then each token's row liveness when it was fed
+        cache = DynamicCache()
+        logits = self.module(input_ids=ids, attention_mask=mask, position_ids=position_ids_of(mask),
+                             past_key_values=cache, use_cache=True, logits_to_keep=1).logits[:, -1]
+        return logits, self._decoder(cache, attn, P + t, T - t)
 
 
 def _static_cache(base, config, max_len: int, precision: Precision):

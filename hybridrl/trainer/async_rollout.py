@@ -14,6 +14,11 @@ off-policy: π_old is then the rollout's log-probs (use_rollout_log_probs, verl'
 the trainer (compute_prox_log_prob: AReaL's decoupled PPO, arXiv 2505.24298, with rollout_is/rollout_rs
 correcting behaviour -> π_old). A lag-0 batch trains exactly as a synchronous one.
 
+Partial rollouts (partial_rollout, distributed/rollout_worker.py): a push may land on a generation in flight,
+whose later tokens then come from the newer weights. The rollout then carries each token's version; the batch's
+lag is that of its oldest token (so π_old is chosen as above whenever any token is off-policy), and
+async/staleness_token_mean and async/interrupted_frac (responses whose version changed mid-way) are logged.
+
 Resume: generations in flight at a checkpoint are not saved. The resumed run pushes the checkpoint's
 weights (version = its step) and regenerates from the next step; prompts and draws depend only on the
 sampler and the step, so they are the same, and the first resumed batches are generated from the
@@ -28,6 +33,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Optional
 
+from torch import Tensor
+
 from hybridrl.batch import PromptBatch, Rollout
 from hybridrl.config.async_checks import async_enabled, batches_per_sync
 from hybridrl.errors import HybridRLError
@@ -40,6 +47,17 @@ class InFlight:
     index: list[int]  # its prompts' dataset rows (checked against the trainer's sampler)
     refs: list  # the rollout pool's generate calls
     pushes: list = field(default_factory=list)  # weight loads submitted just before it: waited on first
+
+
+def token_staleness(versions: Tensor, mask: Tensor, trainer_version: int) -> dict[str, float]:
+    """Per-token staleness of a partial rollout: versions, mask [N, T] (Rollout.token_versions, response_mask)
+    against the trainer's version at the update."""
+    live = mask.bool()
+    lag = (trainer_version - versions)[live].float()  # [tokens]
+    newest = versions.masked_fill(~live, -(2 ** 62)).amax(1)  # [N]
+    oldest = versions.masked_fill(~live, 2 ** 62).amin(1)
+    return {"async/staleness_token_mean": float(lag.mean()), "async/staleness_max": float(lag.max()),
+            "async/interrupted_frac": float((newest != oldest).float().mean())}
 
 
 class AsyncRollouts:
@@ -80,6 +98,10 @@ class AsyncRollouts:
             self.pool.wait_pushes(item.pushes)
         rollout = self.pool.gather(item.refs)
         lag = item.step - 1 - item.version
+        if rollout.token_versions is not None:  # partial rollouts: the oldest token decides
+            tokens = token_staleness(rollout.token_versions, rollout.response_mask, item.step - 1)
+            lag = int(tokens["async/staleness_max"])
+            m.update(tokens)
         self.behaviour = None if lag == 0 else ("prox" if self.prox else "rollout")
         m.update({"async/wait_s": time.perf_counter() - start, "async/staleness_mean": float(lag),
                   "async/staleness_max": float(lag), "async/version": float(self.version),

@@ -25,11 +25,20 @@ def test_a_valid_one_step_off_config_loads():
     assert cfg.async_training.use_rollout_log_probs and cfg.rollout.n_gpus_per_node == 1
 
 
+def test_partial_rollouts_load_where_a_generation_can_be_in_flight_at_a_push():
+    cfg, _ = load_rl_config(None, [*POOL, "async_training.staleness_threshold=0.5",
+                                   "async_training.partial_rollout=true", "async_training.trigger_parameter_sync_step=2"])
+    assert cfg.async_training.partial_rollout
+
+
 @pytest.mark.parametrize("extra, message", [
     (["rollout.n_gpus_per_node=1", "rollout.nnodes=1", "trainer.backend=local"], "set trainer.backend=ray"),
     (["rollout.n_gpus_per_node=2"], "rollout.n_gpus_per_node=2 x rollout.nnodes=0 is a rollout pool of 0 workers"),
     (["async_training.staleness_threshold=1"], r"async_training\.\* is set but there is no rollout pool"),
-    ([*POOL, "async_training.partial_rollout=true"], "partial_rollout=true .* is not implemented yet"),
+    ([*POOL, "async_training.partial_rollout=true"], "no generation is ever in flight at a weight push"),
+    ([*POOL, "async_training.partial_rollout=true", "async_training.trigger_parameter_sync_step=2",
+      "async_training.compute_prox_log_prob=true", "algorithm.rollout_correction.rollout_is=token"],
+     "partial_rollout=true with staleness_threshold=0: no generation"),
     ([*POOL, "actor_rollout_ref.rollout.name=vllm"], "vLLM does not run inside Ray workers here"),
     ([*POOL, "algorithm.filter_groups.enable=true"], "filter_groups.enable=true generates a data-dependent number"),
     ([*POOL, "async_training.staleness_threshold=1", "async_training.use_rollout_log_probs=false"],

@@ -12,6 +12,12 @@ from hybridrl.errors import HybridRLError
 from hybridrl.trainer.async_rollout import AsyncRollouts
 
 
+class Got(tuple):
+    """A generation's (draw call, weights version), standing in for a Rollout without per-token versions."""
+
+    token_versions = None
+
+
 class FakePool:
     """Records pushes and submissions; a generation's 'rollout' is (draw call, weights version it ran after)."""
 
@@ -31,7 +37,7 @@ class FakePool:
         pass
 
     def gather(self, refs):
-        return refs[0]
+        return Got(refs[0])
 
 
 class FakeData:
@@ -97,3 +103,15 @@ def test_a_batch_for_other_prompts_is_an_error_not_a_silent_mix_up():
     source.start(1)
     with pytest.raises(HybridRLError, match="batch of step 1 was generated for prompts"):
         source.take(SimpleNamespace(index=[-1, -2, -3, -4]), {})
+
+
+def test_token_staleness_counts_each_token_at_its_own_version_and_flags_interrupted_responses():
+    import torch
+
+    from hybridrl.trainer.async_rollout import token_staleness
+
+    versions = torch.tensor([[3, 3, 4, -1], [4, 4, 4, 4], [3, -1, -1, -1]])  # row 0 interrupted by the push of 4
+    mask = (versions >= 0).long()
+    m = token_staleness(versions, mask, trainer_version=4)
+    assert m["async/staleness_token_mean"] == pytest.approx(3 / 8) and m["async/staleness_max"] == 1.0
+    assert m["async/interrupted_frac"] == pytest.approx(1 / 3)
