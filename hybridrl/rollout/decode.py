@@ -119,6 +119,12 @@ class LeanDecoder:
     def step(self, tokens: Tensor, positions: Tensor, slot: int, attn_mask: Tensor) -> Tensor:
         """Logits [N, V] after feeding tokens [N] at rotary positions [N], written to cache slot
         `slot`; attn_mask [N, slot+1] bool: which cached positions each row attends to."""
+        # the engine decodes inside its bf16 autocast (for the prefill); here every dtype is explicit, and autocast
+        # would run the fp32 attention's matmuls in bf16 (casting the whole cache slice at every step)
+        with torch.autocast(tokens.device.type, enabled=False):
+            return self._step(tokens, positions, slot, attn_mask)
+
+    def _step(self, tokens: Tensor, positions: Tensor, slot: int, attn_mask: Tensor) -> Tensor:
         # Every elementwise op here costs 5-50 us at rollout sizes on a CPU, as much as a quarter of a
         # small matmul, hence: q and k rotated in one go, residual adds folded into the matmuls (addmm),
         # the attention mask made additive once per step rather than converted in every layer.

@@ -72,7 +72,7 @@ def test_bf16_decode_step_runs_bf16_projections_and_fp32_attention():
     for kv_dtype in (torch.float32, None):
         lean = decode.LeanDecoder(model, N, P + 1, torch.bfloat16, kv_dtype=kv_dtype)
         fill_zeros(lean)
-        with Seen() as seen:
+        with torch.autocast("cpu", dtype=torch.bfloat16), Seen() as seen:  # as the engine runs it
             lean.step(torch.tensor([1, 2, 3]), torch.full((N,), P), P, torch.ones(N, P + 1, dtype=torch.bool))
         runs[kv_dtype] = {}
         for name, dtypes in seen.ops:
