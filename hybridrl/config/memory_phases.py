@@ -160,11 +160,12 @@ def generation_parts(d: ModelDims, rows: int, n: int, p: int, t: int, bf16: bool
       prefill: each distinct prompt's forward (a layer's transient, its KV cache) and, when rows share
                prompts, the cache given to every row (index_select, layer by layer);
       decode: the decoder's weights (rollout/decode.py: fused copies, or a bf16 copy of all), the KV cache
-              preallocated for p + t positions, and a step's sampling tensors."""
+              preallocated for p + t positions (fp32 in the lean decoder, the weights' dtype in a StaticCache), and a step's sampling tensors."""
     prompts = distinct_prompts(rows, n)
     prefill = {"prefill layer transient": layer_transient_bytes(d, Segment(prompts, p, p)),
                "prompt KV cache": kv_cache_bytes(d, prompts, p) + (kv_cache_bytes(d, rows, p) if prompts < rows else 0)}
-    decode = {"KV cache": kv_cache_bytes(d, rows, p + t, BF16 if bf16 else FP32),
+    # the lean decoder keeps its cache in fp32 whatever the weights' dtype (rollout/decode.py: fp32 attention)
+    decode = {"KV cache": kv_cache_bytes(d, rows, p + t, BF16 if bf16 and not lean else FP32),
               "sampling logits": sampling_bytes(d, rows, do_sample)}
     if lean:
         decode["decoder weights"] = decode_weight_bytes(d, bf16)

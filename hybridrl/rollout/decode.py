@@ -47,9 +47,14 @@ def supports(module) -> bool:
 class LeanDecoder:
     """Weights of `module` arranged for decode steps, and the KV cache for [N, max_len] positions."""
 
-    def __init__(self, module, batch: int, max_len: int, dtype: torch.dtype | None = None):
-        """`dtype`: the weights and KV cache in it (rollout.dtype=bfloat16: every decode step reads half
-        the bytes, the norms still reduce in fp32); None: the module's own."""
+    def __init__(self, module, batch: int, max_len: int, dtype: torch.dtype | None = None,
+                 kv_dtype: torch.dtype | None = torch.float32):
+        """`dtype`: the weights in it (rollout.dtype=bfloat16: every decode step reads half the bytes, the norms
+        still reduce in fp32); None: the module's own. `kv_dtype`: the rotary embedding, KV cache and attention
+        arithmetic in it; None: the weights' dtype. fp32 by default: a one-query attention step is a few
+        thousand FLOPs a head, and torch's bf16 CPU kernels for it (SDPA's flash kernel, bf16 bmm) ran 3-9x
+        slower than fp32 ones on AVX512-BF16 (bench/decode_bf16.py), while fp32 scores and rotary are what
+        the trainer's autocast forward computes before it rounds q, k, v to bf16."""
         from hybridrl.models.lora import effective_weight  # W, or W + s B A under a LoRA adapter
 
         def w(t):  # a weight (a projection module's effective one) in the decode dtype
@@ -74,7 +79,8 @@ class LeanDecoder:
                                 torch.cat([w(a.q_proj), w(a.k_proj), w(a.v_proj)]), qkv_b,
                                 w(a.o_proj), w(a.o_proj.bias), w(layer.post_attention_layernorm.weight),
                                 torch.cat([w(mlp.gate_proj), w(mlp.up_proj)]), w(mlp.down_proj)))
-        p = self.embed
+        self.kv_dtype = self.embed.dtype if kv_dtype is None else kv_dtype
+        p = self.embed.new_empty(1, 1, dtype=self.kv_dtype)  # the rotary layer reads only its dtype and device
         # cos/sin of every position, from the module's own rotary layer, looked up per step. sin carries
         # rotate_half's sign: rotate_half(x) = [-x2, x1] = swap(x) * [-1, +1], so x*cos + rotate_half(x)*sin
         # = x*cos + swap(x)*signed_sin, with swap a flip of the two halves (one op instead of four).
@@ -91,17 +97,34 @@ class LeanDecoder:
         """The prompt's keys and values [N, n_kv, P, head_dim] at positions 0..P-1; layers in order, from 0."""
         assert layer == len(self.keys), "fill the layers in order"
         for cache, part in ((self.keys, keys), (self.values, values)):
-            cache.append(torch.zeros(self.shape, dtype=self.embed.dtype, device=part.device))
+            cache.append(torch.zeros(self.shape, dtype=self.kv_dtype, device=part.device))
             cache[-1][:, :, :part.shape[2]] = part
 
     def _rms(self, x: Tensor, weight: Tensor) -> Tensor:
         x32 = x.float()
         return weight * (x32 * x32.pow(2).mean(-1, keepdim=True).add_(self.eps).rsqrt_()).to(x.dtype)
 
+    def _attend(self, q: Tensor, layer: int, S: int, bias: Tensor) -> Tensor:
+        """One query per row [N, H, D] against cache positions 0..S-1 of `layer`, bias [N*n_kv, 1, S] additive:
+        softmax(q K^T / sqrt(D) + bias) V as [N, H*D]. Written out with two batched matmuls: SDPA's flash kernel
+        is tiled for long queries, and a single-query step through it cost 1.5x (fp32) to 3x (bf16) the bmm's."""
+        N, H, K, D = len(q), self.n_heads, self.n_kv, self.head_dim
+        keys = self.keys[layer][:, :, :S].reshape(N * K, S, D)  # a view: (N, n_kv) merge over the preallocated rows
+        values = self.values[layer][:, :, :S].reshape(N * K, S, D)
+        q = q.reshape(N * K, H // K, D)  # grouped-query: the H // K query heads of a KV head share its keys
+        scores = torch.baddbmm(bias, q, keys.transpose(1, 2), alpha=D ** -0.5)  # [N*n_kv, H // n_kv, S]
+        return torch.bmm(torch.softmax(scores, -1), values).view(N, H * D)
+
     @torch.no_grad()
     def step(self, tokens: Tensor, positions: Tensor, slot: int, attn_mask: Tensor) -> Tensor:
         """Logits [N, V] after feeding tokens [N] at rotary positions [N], written to cache slot
         `slot`; attn_mask [N, slot+1] bool: which cached positions each row attends to."""
+        # the engine decodes inside its bf16 autocast (for the prefill); here every dtype is explicit, and autocast
+        # would run the fp32 attention's matmuls in bf16 (casting the whole cache slice at every step)
+        with torch.autocast(tokens.device.type, enabled=False):
+            return self._step(tokens, positions, slot, attn_mask)
+
+    def _step(self, tokens: Tensor, positions: Tensor, slot: int, attn_mask: Tensor) -> Tensor:
         # Every elementwise op here costs 5-50 us at rollout sizes on a CPU, as much as a quarter of a
         # small matmul, hence: q and k rotated in one go, residual adds folded into the matmuls (addmm),
         # the attention mask made additive once per step rather than converted in every layer.
@@ -109,19 +132,18 @@ class LeanDecoder:
         x = F.embedding(tokens, self.embed)  # [N, hidden]
         cos = self.cos.index_select(0, positions)[:, None]  # [N, 1, D] against [N, heads, D]
         sin = self.signed_sin.index_select(0, positions)[:, None]
-        bias = torch.zeros(attn_mask.shape, dtype=x.dtype, device=x.device).masked_fill_(~attn_mask, float("-inf"))
-        bias = bias[:, None, None, :]  # [N, 1, 1, S]
+        S = slot + 1
+        bias = torch.zeros((N, 1, 1, S), dtype=self.kv_dtype, device=x.device)
+        bias = bias.masked_fill_(~attn_mask[:, None, None], float("-inf")).expand(N, K, 1, S).reshape(N * K, 1, S)
         for i, (ln1, qkv_w, qkv_b, o_w, o_b, ln2, gate_up_w, down_w) in enumerate(self.layers):
             qkv = F.linear(self._rms(x, ln1), qkv_w, qkv_b)  # [N, (H + 2K) D]
-            qk = qkv[:, :(H + K) * D].view(N, H + K, D)
+            qk = qkv[:, :(H + K) * D].to(self.kv_dtype).view(N, H + K, D)  # a copy only when kv_dtype differs
             swapped = qk.view(N, H + K, 2, D // 2).flip(2).view(N, H + K, D)
             qk = torch.addcmul(qk * cos, swapped, sin)  # rotary embedding of q and k
             self.keys[i][:, :, slot] = qk[:, H:]
-            self.values[i][:, :, slot] = qkv[:, (H + K) * D:].view(N, K, D)
-            att = F.scaled_dot_product_attention(qk[:, :H, None], self.keys[i][:, :, :slot + 1],
-                                                 self.values[i][:, :, :slot + 1], attn_mask=bias,
-                                                 enable_gqa=H != K)  # [N, H, 1, D]
-            x = torch.addmm(x, att.view(N, H * D), o_w.t())  # x + attention output projection
+            self.values[i][:, :, slot] = qkv[:, (H + K) * D:].view(N, K, D)  # cast into the cache's dtype
+            att = self._attend(qk[:, :H], i, S, bias).to(x.dtype)  # [N, H*D]
+            x = torch.addmm(x, att, o_w.t())  # x + attention output projection
             if o_b is not None:
                 x = x + o_b
             gate, up = F.linear(self._rms(x, ln2), gate_up_w).chunk(2, dim=-1)

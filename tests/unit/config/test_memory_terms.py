@@ -172,17 +172,17 @@ def test_token_budget_micro_batch_size_matches_batching():
     assert micro_rows(MicroBatching(4), 16, s) == 4 and micro_rows(MicroBatching(64), 16, s) == 16
 
 
-@pytest.mark.parametrize("bf16", [False])
+@pytest.mark.parametrize("bf16", [False, True])
 def test_decoder_weights_and_cache_equal_the_lean_decoders(gqa_model, bf16):
     from hybridrl.rollout.decode import LeanDecoder
 
     model, d = gqa_model
-    lean = LeanDecoder(model, 3, P + T)
+    lean = LeanDecoder(model, 3, P + T, torch.bfloat16 if bf16 else None)
     for i in range(d.layers):
         shape = (3, d.kv_heads, P, d.head_dim)
         lean.fill(i, torch.zeros(shape, dtype=lean.embed.dtype), torch.zeros(shape, dtype=lean.embed.dtype))
     cache = sum(t.nbytes for t in lean.keys + lean.values)
-    assert cache == kv_cache_bytes(d, 3, P + T, 2 if bf16 else 4)
+    assert cache == kv_cache_bytes(d, 3, P + T, 4)  # fp32 whatever the weights' dtype
     # fp32: the fused q|k|v and gate|up matrices are new tensors, the rest are the module's own weights
     own = {p.untyped_storage().data_ptr() for p in model.parameters()}
     tensors = [lean.embed, lean.norm, lean.lm_head, *[t for layer in lean.layers for t in layer if t is not None]]

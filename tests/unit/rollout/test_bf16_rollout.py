@@ -46,10 +46,42 @@ def test_lean_decoder_in_bf16_reads_bf16_weights_and_keeps_the_logits():
     lean = decode.LeanDecoder(model, N, P + 1, torch.bfloat16)
     fill_zeros(lean)
     weights = [lean.embed, lean.norm, *[t for layer in lean.layers for t in layer if t is not None]]
-    assert {t.dtype for t in weights + lean.keys + lean.values} == {torch.bfloat16}
+    assert {t.dtype for t in weights} == {torch.bfloat16}
+    assert {t.dtype for t in lean.keys + lean.values} == {torch.float32}  # attention in fp32 (decode.py)
     assert lean.lm_head is lean.embed  # tied weights: one bf16 copy
     assert out[torch.bfloat16].dtype == torch.bfloat16 and out[None].dtype == torch.float32
     assert (out[torch.bfloat16].float() - out[None]).abs().max() < 0.05 * out[None].abs().max()
+
+
+def test_bf16_decode_step_runs_bf16_projections_and_fp32_attention():
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Seen(TorchDispatchMode):  # (op name, dtypes of its tensor arguments) of every aten op run
+        def __init__(self):
+            super().__init__()
+            self.ops = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            dtypes = {a.dtype for a in args if isinstance(a, torch.Tensor)}
+            self.ops.append((func.overloadpacket.__name__, dtypes))
+            return func(*args, **(kwargs or {}))
+
+    model = small("qwen2", kv_heads=2)
+    N, P = 3, 5
+    runs = {}
+    for kv_dtype in (torch.float32, None):
+        lean = decode.LeanDecoder(model, N, P + 1, torch.bfloat16, kv_dtype=kv_dtype)
+        fill_zeros(lean)
+        with torch.autocast("cpu", dtype=torch.bfloat16), Seen() as seen:  # as the engine runs it
+            lean.step(torch.tensor([1, 2, 3]), torch.full((N,), P), P, torch.ones(N, P + 1, dtype=torch.bool))
+        runs[kv_dtype] = {}
+        for name, dtypes in seen.ops:
+            runs[kv_dtype].setdefault(name, set()).update(dtypes)
+    fp32_kv, bf16_kv = runs[torch.float32], runs[None]
+    assert fp32_kv["addmm"] == {torch.bfloat16} and fp32_kv["mm"] == {torch.bfloat16}  # projections, MLP, LM head
+    assert fp32_kv["baddbmm"] == {torch.float32} and fp32_kv["bmm"] == {torch.float32}  # q K^T and softmax V
+    assert bf16_kv["baddbmm"] == {torch.bfloat16}  # kv_dtype=None: everything in the weights' dtype
+    assert not any("scaled_dot_product" in name for name in fp32_kv)
 
 
 @pytest.fixture(scope="module")

@@ -51,6 +51,26 @@ def test_lean_steps_equal_the_full_forward(kind, kv_heads, extra):
         assert torch.allclose(logits[live], full[live, P + t], atol=1e-5), t
 
 
+@pytest.mark.parametrize("kv_heads", [4, 2, 1])
+def test_single_query_attention_equals_sdpa(kv_heads):
+    import torch.nn.functional as F
+
+    model = small("llama", kv_heads)
+    N, S, H, D = 3, 7, 4, 8
+    lean = decode.LeanDecoder(model, N, S + 2)  # a longer cache than S: only positions 0..S-1 may be read
+    torch.manual_seed(1)
+    for i in range(2):
+        lean.fill(i, torch.randn(N, kv_heads, S + 2, 8), torch.randn(N, kv_heads, S + 2, 8))
+    q = torch.randn(N, H, D)
+    keep = torch.ones(N, S, dtype=torch.bool)
+    keep[0, :3] = keep[2, -1] = False
+    bias = torch.zeros(N, 1, 1, S).masked_fill_(~keep[:, None, None], float("-inf"))
+    ours = lean._attend(q, 1, S, bias.expand(N, kv_heads, 1, S).reshape(N * kv_heads, 1, S))
+    ref = F.scaled_dot_product_attention(q[:, :, None], lean.keys[1][:, :, :S], lean.values[1][:, :, :S],
+                                         attn_mask=bias, enable_gqa=kv_heads != H)
+    assert torch.allclose(ours, ref.reshape(N, H * D), atol=1e-6)
+
+
 def test_supports_only_plain_llama_family():
     assert decode.supports(small("llama"))
     rope = small("llama")
