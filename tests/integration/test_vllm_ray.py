@@ -133,6 +133,11 @@ def cores_of(processes: list) -> set[int]:
     return cores
 
 
+def shm_files() -> set[str]:
+    """Python's SharedMemory files and multiprocessing's semaphores in /dev/shm."""
+    return set(glob.glob("/dev/shm/psm_*")) | set(glob.glob("/dev/shm/sem.mp-*"))
+
+
 def mapped(path: str) -> bool:
     """Whether any process has `path` mapped."""
     for maps in glob.glob("/proc/[0-9]*/maps"):
@@ -159,7 +164,7 @@ def test_each_engine_runs_on_its_workers_core_and_dies_with_its_worker(arith_dat
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the test module is not on the workers' path
     cfg = load_config(RLConfig, None, overrides(arith_data, tmp_path, *RAY_VLLM))
     pad_id = load_tokenizer(resolve_model_path("tiny-arith")).pad_token_id
-    shm_before = set(glob.glob("/dev/shm/psm_*"))
+    shm_before = shm_files()
     roles = RayRoles(cfg, validate_rl_config(cfg), 3, pad_id, log=lambda *_: None, worker_cls=EngineWorker)
     scratch, engines = [], []
     try:
@@ -176,11 +181,12 @@ def test_each_engine_runs_on_its_workers_core_and_dies_with_its_worker(arith_dat
     finally:
         roles.close()
         rank0_left = wait_gone(engines[0], 30) if engines else []
-        # A killed worker cannot clean up: its engine's folder and vLLM's message queues (Python SharedMemory,
-        # 160 + 240 MiB here, which vLLM's processes do not unlink when their parent is SIGKILLed) would stay in RAM
+        # A killed worker cannot clean up: its engine's folder, vLLM's message queues (Python SharedMemory,
+        # 160 + 240 MiB here, which vLLM's processes do not unlink when their parent is SIGKILLed) and a semaphore
+        # would stay in RAM
         if scratch:
             shutil.rmtree(scratch[1], ignore_errors=True)
-        for f in set(glob.glob("/dev/shm/psm_*")) - shm_before:
+        for f in shm_files() - shm_before:
             if not mapped(f):  # no other process uses it (another run's engine could have made it meanwhile)
                 os.remove(f)
     assert not rank0_left, "rank 0's engine outlived the run"
