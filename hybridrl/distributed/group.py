@@ -49,7 +49,8 @@ class WorkerError(HybridRLError):
 
 FAILURE_GRACE_S = 2.0  # after a first failure, how long the other ranks may take to show theirs
 STACKS_WAIT_S = 2.0  # after the deadline, how long the stuck ranks may take to send their stacks
-CLOSE_WAIT_S = 30.0  # at the end, how long the workers may take to end their engines (vLLM: ~4 s measured alone, more under load)
+# at the end, how long the workers may take to end their engines (vLLM: ~4 s measured alone, more under load)
+CLOSE_WAIT_S = 30.0
 COLLECTIVE_ERRORS = ("gloo", "nccl", "connection closed by peer", "connection reset by peer", "processgroup")
 
 
