@@ -233,21 +233,12 @@ def zero_advantage_note(cfg: RLConfig) -> Optional[str]:
             "with equal rewards cost a full forward and backward")
 
 
-def _check_tensor_parallel(cfg: RLConfig) -> None:
-    tp = cfg.actor_rollout_ref.rollout.tensor_model_parallel_size
-    if tp > 1:
-        raise ConfigError(
-            f"actor_rollout_ref.rollout.tensor_model_parallel_size={tp}: in verl one vLLM engine spans {tp} GPUs of the "
-            "actor pool; hybridrl runs one engine per process and does not yet run vLLM inside Ray workers, so "
-            "there is no engine to span several; set actor_rollout_ref.rollout.tensor_model_parallel_size=1")
-
-
 def check_levers(cfg: RLConfig, needs_critic: bool, needs_reference: bool) -> None:
     """Values of the lever keys beyond their declared ranges (dtype spellings, token budgets against the
-    sequence length, rollout TP); every problem at once. Rules with the rest of the config live in validate.py."""
+    sequence length); every problem at once. Rules with the rest of the config live in validate.py."""
     errors: list[str] = []
     for check in (lambda: _check_token_budgets(cfg, needs_critic, needs_reference), lambda: _check_precision(cfg),
-                  lambda: _check_checkpointing(cfg), lambda: _check_offload(cfg), lambda: _check_tensor_parallel(cfg)):
+                  lambda: _check_checkpointing(cfg), lambda: _check_offload(cfg)):
         try:
             check()
         except ConfigError as e:

@@ -186,7 +186,8 @@ class RolloutConfig:
     log_prob_max_token_len_per_gpu: Optional[int] = doc(None, "log_prob_use_dynamic_bsz: most tokens per log-prob "
                                                               "micro-batch (null: actor.ppo_max_token_len_per_gpu)",
                                                         ge=1)
-    tensor_model_parallel_size: int = doc(1, "vllm: workers one engine spans (verl's rollout TP); only 1 for now", ge=1)
+    tensor_model_parallel_size: int = doc(1, "vllm with trainer.backend=ray: consecutive workers of a node one engine "
+                                             "spans (verl's rollout TP; a divisor of trainer.n_gpus_per_node)", ge=1)
     lean_decode: bool = doc(True, "hf: decode Llama-family models (qwen2, llama, mistral) with fused projections "
                                   "and no per-call module machinery (same logits); false: the module's own forward "
                                   "with a static KV cache")
@@ -200,7 +201,7 @@ class RolloutConfig:
     enforce_eager: bool = doc(True, "vllm: no CUDA graphs / compilation (faster start-up, same samples)")
     gpu_memory_utilization: float = doc(0.5, "vllm on GPU: the share of GPU memory for vLLM's weights and KV cache",
                                         gt=0, le=1)
-    cpu_kv_cache_gb: float = doc(1.0, "vllm on CPU: KV-cache size in GiB", gt=0)
+    cpu_kv_cache_gb: float = doc(1.0, "vllm on CPU: KV-cache size in GiB, of each worker's engine", gt=0)
     free_cache_engine: bool = doc(True, "vllm on GPU: sleep (free weights and KV cache) between rollouts; the CPU "
                                         "backend has no sleep mode")
     engine_kwargs: EngineKwargs = field(default_factory=lambda: EngineKwargs())

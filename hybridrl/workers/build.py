@@ -47,6 +47,7 @@ from hybridrl.models.precision import DTYPES, Precision
 from hybridrl.models.vocab_match import check_logits_cover, check_same_tokenizer, logits_size
 from hybridrl.rollout.hf import HFRolloutEngine
 from hybridrl.rollout.multi_turn import with_tools
+from hybridrl.rollout.tp_layout import ONE_PROCESS, RolloutSeat
 from hybridrl.trainer.optim import build_optimizer, warmup_steps_of
 from hybridrl.workers.critic import Critic, CriticSettings
 from hybridrl.workers.policy import Policy, UpdateSettings
@@ -82,7 +83,9 @@ def _trained_module(module, checkpointing: bool, strategy: str, dp: DataParallel
     return sharding.wrap(module), sharding
 
 
-def build_policy(cfg: RLConfig, plan: BatchPlan, tokenizer, total: int, dp: DataParallel = SINGLE) -> Policy:
+def build_policy(cfg: RLConfig, plan: BatchPlan, tokenizer, total: int, dp: DataParallel = SINGLE,
+                 seat: RolloutSeat = ONE_PROCESS) -> Policy:
+    """The policy with its rollout engine; `seat`: where this worker sits among a Ray pool's engines."""
     d, arr = cfg.data, cfg.actor_rollout_ref
     actor, rollout = arr.actor, arr.rollout
     fsdp = actor.fsdp_config
@@ -96,7 +99,7 @@ def build_policy(cfg: RLConfig, plan: BatchPlan, tokenizer, total: int, dp: Data
                                        cfg.trainer.device, Precision.of(*actor_dtypes(cfg), cfg.trainer.device),
                                        _on_gpu(cfg, fsdp.param_offload))
     optimizer, scheduler = _optimizer(module, actor.optim, total, _on_gpu(cfg, fsdp.optimizer_offload))
-    engine = with_tools(_engine(cfg, module, tokenizer, sharding), tokenizer, arr.rollout.multi_turn)
+    engine = with_tools(_engine(cfg, module, tokenizer, sharding, seat), tokenizer, arr.rollout.multi_turn)
     settings = UpdateSettings(
         mini_batch_size=plan.mini_batch_responses_per_worker, micro_batch_size=plan.micro_batch_responses_per_worker,
         ppo_epochs=actor.ppo_epochs, shuffle=actor.shuffle, loss_mode=actor.policy_loss.loss_mode,
@@ -138,9 +141,10 @@ def build_rollout_engine(cfg: RLConfig, tokenizer) -> HFRolloutEngine:
     return _engine(cfg, module, tokenizer, Replicated(), own_copy=True)
 
 
-def _engine(cfg: RLConfig, module, tokenizer, sharding, own_copy: bool = False):
+def _engine(cfg: RLConfig, module, tokenizer, sharding, seat: RolloutSeat = ONE_PROCESS, own_copy: bool = False):
     """The rollout engine (actor_rollout_ref.rollout.name): hf samples with the policy's module itself;
-    vllm is its own engine, built from the policy's folder and synced after every update."""
+    vllm is its own engine, built from the policy's folder and synced after every update (in a Ray pool one
+    per worker, or one over tensor_model_parallel_size workers: rollout/tp_layout.py)."""
     rollout, seed = cfg.actor_rollout_ref.rollout, cfg.trainer.seed
     eos = eos_token_ids(module, tokenizer)
     if rollout.name == "hf":
@@ -155,7 +159,10 @@ def _engine(cfg: RLConfig, module, tokenizer, sharding, own_copy: bool = False):
         model_path=resolve_model_path(cfg.actor_rollout_ref.model.path), max_model_len=d.max_prompt_length + d.max_response_length,
         max_num_seqs=rollout.max_num_seqs, dtype=rollout.dtype, enforce_eager=rollout.enforce_eager,
         gpu_memory_utilization=rollout.gpu_memory_utilization, cpu_kv_cache_gb=rollout.cpu_kv_cache_gb, device=tr.device,
-        sleep=rollout.free_cache_engine and tr.device == "cuda", engine_kwargs=dict(rollout.engine_kwargs.vllm))
+        sleep=rollout.free_cache_engine and tr.device == "cuda", engine_kwargs=dict(rollout.engine_kwargs.vllm),
+        cpu_cores=seat.cores, tensor_parallel_size=rollout.tensor_model_parallel_size, rank=seat.rank,
+        local_rank=seat.local_rank)
+    # every rank takes part (fsdp2: a collective) and starts its engine from the whole weights
     weights = plain_state_dict(module, sharding.full_state_dict(module))  # LoRA: merged, with the base's names
     return VLLMRolloutEngine(settings, eos, tokenizer.pad_token_id, weights, seed=seed)
 

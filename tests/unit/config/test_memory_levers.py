@@ -25,7 +25,7 @@ QWEN2_7B_CONFIG = dict(architectures=["Qwen2ForCausalLM"], model_type="qwen2", h
                        num_attention_heads=28, num_key_value_heads=4, intermediate_size=18944, vocab_size=152064,
                        tie_word_embeddings=False, max_position_embeddings=32768, rms_norm_eps=1e-6)
 # verl's examples/grpo_trainer/run_qwen2-7b.sh (verl commit b178a3c), model and data paths made local, with the
-# hf rollout and no rollout TP (vLLM inside Ray workers is not run here: config/levers.py refuses it)
+# hf rollout and no rollout TP (the figures below are the hf engine's: vLLM's own weights and KV cache come on top)
 QWEN2_7B = [
     "data.train_files=/data/gsm8k/train.parquet", "data.val_files=/data/gsm8k/test.parquet",
     "algorithm.adv_estimator=grpo", "data.train_batch_size=1024", "data.max_prompt_length=512",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import re
 
 import pytest
@@ -130,14 +131,38 @@ def test_unsupported_rollout_engine_and_vllm_settings():
         validate(vllm, "actor_rollout_ref.rollout.dtype=fp8")
     with pytest.raises(ConfigError, match=re.escape("actor_rollout_ref.rollout.cpu_kv_cache_gb=0.0 must be > 0")):
         validate(vllm, "actor_rollout_ref.rollout.cpu_kv_cache_gb=0")
-    with pytest.raises(ConfigError, match=re.escape("rollout.name=vllm with trainer.backend=ray (2 workers of "
-                                                    "trainer.n_gpus_per_node * trainer.nnodes; backend=auto picks ray "
-                                                    "for more than one) is not supported yet")):
-        validate(vllm, "trainer.backend=ray", "trainer.n_gpus_per_node=2")
     with pytest.raises(ConfigError, match=re.escape("algorithm.rollout_correction.rollout_is_threshold=1.0 must be > 1")):
         validate("algorithm.rollout_correction.rollout_is=token", "algorithm.rollout_correction.rollout_is_threshold=1")
     with pytest.raises(ConfigError, match=re.escape("algorithm.rollout_correction.rollout_is='seq' is not a known")):
         validate("algorithm.rollout_correction.rollout_is=seq")
+
+
+def _vllm_found(monkeypatch) -> None:
+    """validate only asks whether vLLM is installed: say it is, so these checks run without it."""
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: object() if name == "vllm" else real(name, *a))
+
+
+def test_vllm_runs_in_every_ray_worker_and_one_engine_spans_tp_workers_of_a_node(monkeypatch):
+    _vllm_found(monkeypatch)
+    vllm, ray = "actor_rollout_ref.rollout.name=vllm", "trainer.backend=ray"
+    tp = "actor_rollout_ref.rollout.tensor_model_parallel_size"
+    assert validate(vllm, ray, "trainer.n_gpus_per_node=2").world_size == 2  # an engine per worker
+    assert validate(vllm, ray, "trainer.n_gpus_per_node=2", f"{tp}=2").world_size == 2  # one engine over both
+    assert validate(vllm, ray, "trainer.n_gpus_per_node=2", "trainer.nnodes=2", f"{tp}=2").world_size == 4
+    with pytest.raises(ConfigError, match=re.escape(f"{tp}=2 spans one vLLM engine over 2 workers; the hf engine is "
+                                                    "each worker's own policy module: set "
+                                                    "actor_rollout_ref.rollout.name=vllm, or the key to 1")):
+        validate(ray, "trainer.n_gpus_per_node=2", f"{tp}=2")
+    across = (f"{tp}=2: one engine spans 2 workers of one node, so trainer.n_gpus_per_node=1 must be a multiple of it "
+              "(with trainer.backend=ray); raise trainer.n_gpus_per_node or lower the key")
+    with pytest.raises(ConfigError, match=re.escape(across)):
+        validate(vllm, ray, "trainer.nnodes=2", f"{tp}=2")  # 2 workers, but on two nodes
+    with pytest.raises(ConfigError, match=re.escape(f"{tp}=3: one engine spans 3 workers of one node, so "
+                                                    "trainer.n_gpus_per_node=4 must be a multiple of it")):
+        validate(vllm, ray, "trainer.n_gpus_per_node=4", f"{tp}=3")
+    with pytest.raises(ConfigError, match=re.escape(across)):
+        validate(vllm, f"{tp}=2")  # one process: no workers to span
 
 
 def test_vllm_missing_names_the_install_command(monkeypatch):
