@@ -1,8 +1,8 @@
 """The rules that tie asynchronous training's keys (config/schema_async.py) to the rest of the config.
 
-Async mode needs the Ray backend (the rollout pool is worker processes), an hf rollout engine in those
-workers for now, and, where batches can be older than the trainer's weights, an explicit choice of the
-behaviour policy: samples of older weights are never trained on as if on-policy.
+Async mode needs the Ray backend (the rollout pool is worker processes), one whole engine per rollout worker
+(hf, or vllm without partial rollouts), and, where batches can be older than the trainer's weights, an explicit
+choice of the behaviour policy: samples of older weights are never trained on as if on-policy.
 """
 
 from __future__ import annotations
@@ -52,9 +52,19 @@ def check_async(cfg: RLConfig) -> None:
              "training)")
     if cfg.trainer.backend != "ray":
         errors.append(f"{where} run as Ray worker processes; set trainer.backend=ray")
-    if cfg.actor_rollout_ref.rollout.name != "hf":
-        errors.append(f"{where} with actor_rollout_ref.rollout.name={cfg.actor_rollout_ref.rollout.name}: not yet, "
-                      "vLLM does not run inside Ray workers here; set actor_rollout_ref.rollout.name=hf")
+    name, tp = cfg.actor_rollout_ref.rollout.name, cfg.actor_rollout_ref.rollout.tensor_model_parallel_size
+    if name == "vllm" and a.partial_rollout:
+        # a push landing mid-generation would need vLLM to abort the running requests and resume them from their
+        # tokens so far under the new weights; that is not built (the hf decode loop takes pushes between tokens)
+        errors.append("async_training.partial_rollout=true with actor_rollout_ref.rollout.name=vllm: a weight push "
+                      "cannot reach a vLLM generation in flight (it would need abort + resume of its requests, not "
+                      "built); set async_training.partial_rollout=false or actor_rollout_ref.rollout.name=hf")
+    if tp > 1:
+        # one engine over several rollout workers would need them in one process group (vLLM's external launcher);
+        # rollout workers have none
+        errors.append(f"actor_rollout_ref.rollout.tensor_model_parallel_size={tp} with {where}: a rollout worker "
+                      "holds one whole engine (the pool has no process group for an engine over several workers); "
+                      "set actor_rollout_ref.rollout.tensor_model_parallel_size=1")
     if a.partial_rollout and batches_per_sync(a) <= a.trigger_parameter_sync_step:
         # verl accepts it and nothing happens; a key that silently does nothing is refused here instead
         errors.append(f"async_training.partial_rollout=true with staleness_threshold={a.staleness_threshold:g}: no "

@@ -20,7 +20,8 @@ With trainer.profile_timeline each worker records its calls on the track "<pool>
 from __future__ import annotations
 
 import time
-from typing import Callable
+from collections import Counter
+from typing import Callable, Mapping, Optional
 
 import torch
 from torch import Tensor
@@ -43,7 +44,7 @@ from hybridrl.distributed.worker import RoleWorker
 from hybridrl.errors import ConfigError, HybridRLError
 from hybridrl.models.flops import ModelShape
 from hybridrl.rollout.base import SamplingParams
-from hybridrl.rollout.tp_layout import RolloutLayout
+from hybridrl.rollout.tp_layout import RolloutLayout, core_slots_after
 from hybridrl.workers.critic import CriticBatch
 
 
@@ -99,7 +100,10 @@ class WorkerPool:
     each hosting `roles` (a subset of policy, reference, teacher, critic, reward_model)."""
 
     def __init__(self, name: str, roles: tuple[str, ...], world: int, cfg: RLConfig, plan: BatchPlan,
-                 total_steps: int, threads: int, worker_cls=RoleWorker, concurrency: int = 2):
+                 total_steps: int, threads: int, worker_cls=RoleWorker, concurrency: int = 2,
+                 cores_taken: Optional[Mapping[str, int]] = None):
+        """`cores_taken` (the rollout pool): workers of the earlier pools per node; each rank's setup gets the next
+        share of its node's cores after theirs (its engine's threads bind there: tp_layout.core_slots_after)."""
         import ray
 
         self.name, self.roles, self.world = name, roles, world
@@ -115,9 +119,11 @@ class WorkerPool:
             self.address, self.port = self.call("setup", "rendezvous", [self.actors[0].rendezvous.remote()])[0]
             # collectives time out at twice the driver's deadline: the driver sees a hang first and reports it
             # with the stuck ranks' stacks; the collective timeout only frees ranks if the driver is gone
-            self.call("setup", "setup", [a.setup.remote(self.address, self.port, 2 * self.timeout_s)
-                                         for a in self.actors])
             self.node_ids = self.call("setup", "node_id", [a.node_id.remote() for a in self.actors])
+            slots = ([(s,) for s in core_slots_after(self.node_ids, cores_taken)] if cores_taken is not None
+                     else [()] * world)
+            self.call("setup", "setup", [a.setup.remote(self.address, self.port, 2 * self.timeout_s, *slot)
+                                         for a, slot in zip(self.actors, slots)])
         except BaseException:  # no worker outlives a failed start
             self.close()
             raise
@@ -255,8 +261,10 @@ class RayRoles:
         try:
             for name, size in sizes.items():
                 cls, concurrency = rollout_pool_worker(cfg) if name == "rollout" else (worker_cls, 2)
+                # the rollout pool starts last (pool_sizes): its engines take the cores after every other pool's
+                taken = Counter(n for p in self.pools.values() for n in p.node_ids) if name == "rollout" else None
                 self.pools[name] = WorkerPool(name, roles[name], size, cfg, plan, total_steps, threads, cls,
-                                              concurrency)
+                                              concurrency, taken)
         except BaseException:  # no worker outlives a failed start
             self.close()
             raise

@@ -27,6 +27,7 @@ from hybridrl.config.schema import RLConfig
 from hybridrl.distributed.worker import Diagnosable
 from hybridrl.rollout.base import SamplingParams, generate_rollout
 from hybridrl.rollout.partial import WeightInbox
+from hybridrl.rollout.tp_layout import RolloutSeat, rank_cores
 from hybridrl.timeline import TimelineWorker, recorded, span
 from hybridrl.workers.build import build_rollout_engine
 
@@ -35,7 +36,7 @@ class RolloutWorker(Diagnosable, TimelineWorker):
     def __init__(self, cfg: RLConfig, plan: BatchPlan, total_steps: int, rank: int, world_size: int, threads: int,
                  roles: tuple[str, ...] = ("rollout",)):
         torch.set_num_threads(threads)
-        self.cfg, self.rank = cfg, rank
+        self.cfg, self.rank, self.threads = cfg, rank, threads
         self.engine = None
         self.partial = cfg.async_training.partial_rollout
         self.inbox = WeightInbox()  # its version: the optimizer step of the weights held (-1: the model folder's)
@@ -46,10 +47,23 @@ class RolloutWorker(Diagnosable, TimelineWorker):
         return "", 0  # rollout workers never talk to each other: no process group
 
     @recorded
-    def setup(self, address: str, port: int, timeout_s: float) -> None:
+    def setup(self, address: str, port: int, timeout_s: float, core_slot: int = 0) -> None:
+        """Build the engine; `core_slot`: this worker's share of its node's cores (WorkerPool counts the trainer's
+        workers on the node first, so a vllm engine here binds to cores after theirs: tp_layout.core_slots_after)."""
         from hybridrl.models.loading import load_tokenizer
 
-        self.engine = build_rollout_engine(self.cfg, load_tokenizer(self.cfg.actor_rollout_ref.model.path))
+        self.engine = build_rollout_engine(self.cfg, load_tokenizer(self.cfg.actor_rollout_ref.model.path),
+                                           self.seat(core_slot))
+
+    def seat(self, core_slot: int) -> RolloutSeat:
+        """The engine's place: one whole engine per rollout worker (no tensor parallel: config/async_checks.py), its
+        threads on the `core_slot`-th share of `threads` cores among those this process may use."""
+        return RolloutSeat(self.rank, 0, rank_cores(core_slot, self.threads, sorted(os.sched_getaffinity(0))))
+
+    def close(self) -> None:
+        """End the engine (vLLM's processes and its /dev/shm folder) before Ray ends this process."""
+        if self.engine is not None:
+            self.engine.close()
 
     def pid(self) -> int:
         return os.getpid()
@@ -83,7 +97,8 @@ class RolloutWorker(Diagnosable, TimelineWorker):
             if prompts is None:
                 return None
             self.engine.draws.set_call("train", call)
-            device = next(self.engine.module.parameters()).device
+            module = getattr(self.engine, "module", None)  # hf samples on its module's device; vllm takes CPU ids
+            device = next(module.parameters()).device if module is not None else "cpu"
             rollout = generate_rollout(self.engine, to_device(prompts, device), n, sampling, "train",
                                        self.inbox if self.partial else None)
             return to_device(rollout, "cpu")

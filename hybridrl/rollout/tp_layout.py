@@ -15,7 +15,7 @@ not bind their engine threads to the same cores. Pure: no torch.distributed, Ray
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence, TypeVar
+from typing import Mapping, Sequence, TypeVar
 
 from hybridrl.errors import ConfigError
 
@@ -101,3 +101,10 @@ def rank_cores(local: int, threads: int, cores: Sequence[int]) -> tuple[int, ...
     if not cores:
         return ()
     return tuple(sorted({cores[(local * threads + i) % len(cores)] for i in range(max(1, threads))}))
+
+
+def core_slots_after(node_of_rank: Sequence[str], taken: Mapping[str, int]) -> list[int]:
+    """Each rank's share index on its node (rank_cores' `local`) for a pool started after others on the same nodes
+    (the async rollout pool): `taken[node]` workers of the earlier pools hold that node's first shares, so this
+    pool's ranks take the next ones and no two engines bind to one core where the node has enough cores."""
+    return [taken.get(node, 0) + local_rank(r, node_of_rank) for r, node in enumerate(node_of_rank)]

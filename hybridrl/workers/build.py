@@ -133,12 +133,12 @@ def _width(module) -> int:
     return int(getattr(config.get_text_config(), "hidden_size", 0) or 0) if config is not None else 0
 
 
-def build_rollout_engine(cfg: RLConfig, tokenizer) -> HFRolloutEngine:
+def build_rollout_engine(cfg: RLConfig, tokenizer, seat: RolloutSeat = ONE_PROCESS):
     """An async rollout worker's engine (config/schema_async.py): the policy's engine settings (_engine) over its
-    own copy of the model, which holds the folder's weights until the trainer's first push (load_weights). vllm is
-    refused with async for now (config/async_checks.py)."""
+    own copy of the model, which holds the folder's weights until the trainer's first push (load_weights). vllm:
+    its own engine started from that copy (the module is then dropped), its threads on `seat`'s cores."""
     module = load_causal_lm(cfg.actor_rollout_ref.model.path, cfg.trainer.device).eval().requires_grad_(False)
-    return _engine(cfg, module, tokenizer, Replicated(), own_copy=True)
+    return _engine(cfg, module, tokenizer, Replicated(), seat, own_copy=True)
 
 
 def _engine(cfg: RLConfig, module, tokenizer, sharding, seat: RolloutSeat = ONE_PROCESS, own_copy: bool = False):

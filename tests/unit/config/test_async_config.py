@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib.util
+
 import pytest
 
 from hybridrl.config.async_checks import batches_per_sync
@@ -25,6 +27,33 @@ def test_a_valid_one_step_off_config_loads():
     assert cfg.async_training.use_rollout_log_probs and cfg.rollout.n_gpus_per_node == 1
 
 
+@pytest.fixture
+def vllm_found(monkeypatch):
+    """validate's vLLM check only asks whether the package is there: these tests hold where it is not installed."""
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: object() if name == "vllm" else find_spec(name, *a))
+
+
+VLLM = [*POOL, "actor_rollout_ref.rollout.name=vllm"]
+
+
+def test_a_vllm_rollout_pool_loads(vllm_found):
+    cfg, _ = load_rl_config(None, [*VLLM, "async_training.staleness_threshold=1"])
+    assert cfg.actor_rollout_ref.rollout.name == "vllm" and cfg.rollout.n_gpus_per_node == 1
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["async_training.partial_rollout=true", "async_training.staleness_threshold=1"],
+     "partial_rollout=true with actor_rollout_ref.rollout.name=vllm: a weight push cannot reach a vLLM generation in "
+     r"flight \(it would need abort \+ resume"),
+    (["trainer.n_gpus_per_node=2", "actor_rollout_ref.rollout.tensor_model_parallel_size=2"],
+     r"tensor_model_parallel_size=2 with rollout\.n_gpus_per_node .* a rollout worker holds one whole engine"),
+])
+def test_what_a_vllm_rollout_pool_cannot_do_is_refused_with_the_reason(vllm_found, extra, message):
+    with pytest.raises(ConfigError, match=message):
+        load_rl_config(None, [*VLLM, *extra])
+
+
 def test_partial_rollouts_load_where_a_generation_can_be_in_flight_at_a_push():
     cfg, _ = load_rl_config(None, [*POOL, "async_training.staleness_threshold=0.5",
                                    "async_training.partial_rollout=true", "async_training.trigger_parameter_sync_step=2"])
@@ -39,7 +68,6 @@ def test_partial_rollouts_load_where_a_generation_can_be_in_flight_at_a_push():
     ([*POOL, "async_training.partial_rollout=true", "async_training.trigger_parameter_sync_step=2",
       "async_training.compute_prox_log_prob=true", "algorithm.rollout_correction.rollout_is=token"],
      "partial_rollout=true with staleness_threshold=0: no generation"),
-    ([*POOL, "actor_rollout_ref.rollout.name=vllm"], "vLLM does not run inside Ray workers here"),
     ([*POOL, "algorithm.filter_groups.enable=true"], "filter_groups.enable=true generates a data-dependent number"),
     ([*POOL, "async_training.staleness_threshold=1", "async_training.use_rollout_log_probs=false"],
      "so pi_old must be chosen: set exactly one of"),

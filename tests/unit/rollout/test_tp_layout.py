@@ -5,11 +5,12 @@ own CPU cores."""
 from __future__ import annotations
 
 import re
+from types import SimpleNamespace
 
 import pytest
 
 from hybridrl.errors import ConfigError
-from hybridrl.rollout.tp_layout import RolloutLayout, check_within_nodes, local_rank, rank_cores
+from hybridrl.rollout.tp_layout import RolloutLayout, check_within_nodes, core_slots_after, local_rank, rank_cores
 
 TP_KEY = "actor_rollout_ref.rollout.tensor_model_parallel_size"
 
@@ -65,3 +66,21 @@ def test_workers_of_a_node_get_distinct_cores():
     # a Ray cluster that claims more CPUs than there are: the shares wrap around (and overlap)
     assert [rank_cores(i, 1, [0, 1]) for i in range(3)] == [(0,), (1,), (0,)]
     assert rank_cores(0, 0, [0, 1]) == (0,) and rank_cores(0, 1, []) == ()
+
+
+def test_the_rollout_pools_engines_take_the_cores_after_the_trainers_on_each_node():
+    # async: 2 trainer workers on node a, 1 on b; the rollout pool's ranks continue after them on their own node
+    assert core_slots_after(["a", "b", "a"], {"a": 2, "b": 1}) == [2, 1, 3]
+    assert core_slots_after(["c"], {"a": 2}) == [0]  # a node with no trainer worker starts at its first share
+    # 1 trainer + 1 rollout worker of one core each on a 2-core node: never both engines on one core
+    trainer, rollout = rank_cores(0, 1, [0, 1]), rank_cores(core_slots_after(["a"], {"a": 1})[0], 1, [0, 1])
+    assert (trainer, rollout) == ((0,), (1,))
+
+
+def test_a_rollout_worker_seats_its_engine_on_its_slots_cores(monkeypatch):
+    from hybridrl.distributed.rollout_worker import RolloutWorker
+
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: {0, 1, 2, 3})
+    worker = RolloutWorker(SimpleNamespace(async_training=SimpleNamespace(partial_rollout=False)), None, 1, 3, 4, 2)
+    seat = worker.seat(1)
+    assert (seat.rank, seat.local_rank, seat.cores) == (3, 0, (2, 3))
