@@ -83,6 +83,12 @@ def check_async(cfg: RLConfig) -> None:
                       f"{a.trigger_parameter_sync_step} trains on batches of older weights, so pi_old must be chosen: "
                       "set exactly one of async_training.use_rollout_log_probs=true (pi_old = the rollout's log-probs) "
                       "and async_training.compute_prox_log_prob=true (recompute it, AReaL's decoupled PPO)")
+    elif may_be_stale(a) and a.use_rollout_log_probs and rc.rollout_rs is not None:
+        # pi_old IS the behaviour policy on a lagged batch: pi_old / pi_rollout = 1, nothing would ever be rejected
+        errors.append(f"algorithm.rollout_correction.rollout_rs={rc.rollout_rs} with async_training.use_rollout_log_probs"
+                      "=true: on a lagged batch pi_old is the rollout's own log-probs, so the rejection band compares "
+                      "them with themselves and rejects nothing; set async_training.use_rollout_log_probs=false and "
+                      "async_training.compute_prox_log_prob=true (pi_old recomputed), or remove rollout_rs")
     elif may_be_stale(a) and a.compute_prox_log_prob and rc.rollout_is is None and rc.rollout_rs is None:
         errors.append("async_training.compute_prox_log_prob=true recomputes pi_old, so the behaviour -> pi_old gap "
                       "needs a correction; set algorithm.rollout_correction.rollout_is=token (or rollout_rs), or use "

@@ -75,6 +75,8 @@ def test_partial_rollouts_load_where_a_generation_can_be_in_flight_at_a_push():
      "so pi_old must be chosen"),
     ([*POOL, "async_training.staleness_threshold=1", "async_training.use_rollout_log_probs=false",
       "async_training.compute_prox_log_prob=true"], "needs a correction; set algorithm.rollout_correction.rollout_is"),
+    ([*POOL, "async_training.staleness_threshold=1", "algorithm.rollout_correction.rollout_rs=token"],
+     "compares them with themselves and rejects nothing"),
     ([*POOL, "async_training.require_batches=2"], "async_training.require_batches"),
     ([*POOL, "rollout.total_rollout_steps=100"], "the fully-async rollouter's own sample budget"),
     ([*POOL, "async_training.staleness=1"], "did you mean 'async_training.staleness_threshold'"),
