@@ -33,6 +33,7 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any
 
+from hybridrl.config.async_checks import async_enabled, rollout_workers
 from hybridrl.config.levers import (
     actor_update_batching,
     critic_update_batching,
@@ -388,6 +389,19 @@ def _policy_parts(cfg: RLConfig, plan: BatchPlan) -> tuple[dict[str, int], tuple
     return resident, tuple(phases)
 
 
+def _rollout_pool_parts(cfg: RLConfig, workers: int) -> tuple[dict[str, int], tuple[Phase, ...]]:
+    """One worker of the async rollout pool (distributed/rollout_worker.py): its own weights (hf: the model folder's
+    fp32 copy it samples with; vllm: the engine's weights and KV cache, the copy is dropped), a training round's
+    generation of its share of the prompts, and a weight push (the pushed state dict, deserialized from Ray's
+    object store, beside the weights it replaces). It never validates: the trainer pool does."""
+    d = _dims(cfg.actor_rollout_ref.model.path, "actor_rollout_ref.model.path")
+    vllm = _vllm_engine(cfg, d)
+    resident = vllm or {"rollout weights (own copy)": FP32 * d.params}
+    generation = generation_phases(cfg, d, workers, {})[0]
+    push = Phase("weight push", {"pushed weights": FP32 * d.params})
+    return resident, (generation, push)
+
+
 def _processes_per_node(cfg: RLConfig) -> int:
     """Processes sharing one node's RAM: a node's policy workers, the critic pool's share of the nodes
     (all of it when nnodes=1), a node of the reward-model pool, the driver when it holds the reward model, and a
@@ -403,6 +417,8 @@ def _processes_per_node(cfg: RLConfig) -> int:
         n += max(1, rm.n_gpus_per_node) if rm.enable_resource_pool else 1
     if needs_teacher(cfg) and _teacher_pooled(cfg):
         n += max(1, cfg.distillation.n_gpus_per_node)
+    if async_enabled(cfg):  # the async rollout pool's workers share the node too
+        n += cfg.rollout.n_gpus_per_node
     return n
 
 
@@ -450,6 +466,11 @@ def estimate_memory(cfg: RLConfig, plan: BatchPlan) -> MemoryReport:
         workers = max(1, cfg.distillation.n_gpus_per_node * cfg.distillation.nnodes)
         resident, phase = _teacher(cfg, -(-plan.responses_per_step // workers))
         pools.append(PoolMemory("teacher", workers, _runtime(tr.device) | resident, (phase,),
+                                *_budget(cfg, tr.device, procs)))
+    if async_enabled(cfg):
+        workers = rollout_workers(cfg)
+        resident, phases = _rollout_pool_parts(cfg, workers)
+        pools.append(PoolMemory("rollout", workers, _runtime(tr.device) | resident, phases,
                                 *_budget(cfg, tr.device, procs)))
     return MemoryReport(tuple(pools))
 

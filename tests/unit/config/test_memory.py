@@ -225,6 +225,22 @@ def test_cpu_budget_is_ram_over_the_processes_of_a_node(fake_model):
     assert not any(k.startswith("critic") for k in report.pools[0].resident)
 
 
+def test_the_async_rollout_pool_is_counted_with_its_own_weights_and_shares_the_node(fake_model):
+    overrides = fake_overrides(fake_model, "trainer.backend=ray", "rollout.n_gpus_per_node=1", "rollout.nnodes=1",
+                               "trainer.memory_per_worker_gb=null")
+    report = report_of(overrides)
+    ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    # 1 trainer worker + 1 rollout worker on the one node: each gets half the RAM
+    assert [(p.name, p.workers, p.budget) for p in report.pools] == [("actor", 1, ram // 2), ("rollout", 1, ram // 2)]
+    rollout = report.pools[1]
+    # its own fp32 copy of the 1448 parameters, and a pushed copy beside it while a push loads
+    assert rollout.resident["rollout weights (own copy)"] == 1448 * 4
+    assert [ph.name for ph in rollout.phases] == ["rollout", "weight push"]
+    assert rollout.phases[1].parts == {"pushed weights": 1448 * 4}
+    # it never validates and holds no training state
+    assert not any(k.startswith("policy") for k in rollout.resident)
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="reads the GPU's memory when there is one")
 def test_cuda_without_a_gpu_needs_memory_per_worker_gb(fake_model):
     cfg = load_config(RLConfig, None, fake_overrides(fake_model, "trainer.memory_per_worker_gb=null"))
