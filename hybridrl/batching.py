@@ -78,6 +78,13 @@ def micro_batch_rows(lengths: Sequence[int], batching: MicroBatching, groups: Op
     return [torch.tensor(b, dtype=torch.long) for b in token_budget_bins(lengths, batching.max_tokens, groups, min_bins)]
 
 
+def shard_rows(n: int, world: int) -> list[Tensor]:
+    """Rank r's rows of an n-row batch: consecutive, sizes differing by at most one (rank order = row order)."""
+    sizes = [n // world + (1 if r < n % world else 0) for r in range(world)]
+    starts = [sum(sizes[:r]) for r in range(world)]
+    return [torch.arange(s, s + size) for s, size in zip(starts, sizes)]
+
+
 def balanced_shards(lengths: Sequence[int], world: int, groups: Optional[list[list[int]]] = None) -> list[Tensor]:
     """`world` shards of the rows with sizes differing by at most one unit, balanced by tokens: units
     (groups if given and all of one size, else rows) longest first, each to the lightest shard that

@@ -27,7 +27,7 @@ import torch
 from torch import Tensor
 
 from hybridrl.batch import PromptBatch, Rollout, Sequences, TrainBatch, concat_rollouts, num_rows, select
-from hybridrl.batching import balanced_shards
+from hybridrl.batching import balanced_shards, shard_rows
 from hybridrl.config.plan import BatchPlan
 from hybridrl.config.levers import (
     actor_update_batching,
@@ -86,13 +86,6 @@ def _blame_order(e) -> int:
     if _died(e):
         return 0
     return 2 if any(word in str(e).lower() for word in COLLECTIVE_ERRORS) else 1
-
-
-def shard_rows(n: int, world: int) -> list[torch.Tensor]:
-    """Rank r's rows of an n-row batch: consecutive, sizes differing by at most one (rank order = row order)."""
-    sizes = [n // world + (1 if r < n % world else 0) for r in range(world)]
-    starts = [sum(sizes[:r]) for r in range(world)]
-    return [torch.arange(s, s + size) for s, size in zip(starts, sizes)]
 
 
 class WorkerPool:

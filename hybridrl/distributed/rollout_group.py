@@ -6,6 +6,7 @@ what to submit when; this module only numbers the calls so each worker runs them
 from __future__ import annotations
 
 from hybridrl.batch import PromptBatch, Rollout, concat_rollouts, select
+from hybridrl.batching import shard_rows
 from hybridrl.config.async_checks import batches_per_sync
 from hybridrl.config.schema import RLConfig
 from hybridrl.rollout.base import SamplingParams
@@ -37,8 +38,6 @@ class RolloutGroup:
     def submit(self, prompts: PromptBatch, n: int, sampling: SamplingParams, call: int) -> list:
         """Generation of `prompts` as train call `call`, its rows split over the workers like data-parallel
         ranks (keyed sampling: the same responses as one process); the refs, for `gather`."""
-        from hybridrl.distributed.group import shard_rows
-
         ticket = self._ticket()
         shards = shard_rows(len(prompts.index), self.pool.world)
         return [a.generate.remote(ticket, select(prompts, rows) if len(rows) else None, n, sampling, call)
