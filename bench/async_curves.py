@@ -29,8 +29,7 @@ os.environ.setdefault("HYBRIDRL_AUTO_DTYPE", "fp32")
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
-from levers import machine_info  # noqa: E402  (CPU kind and measured matmul peaks)
-from precision_curves import BIN, summarize, train  # noqa: E402  (one run in a fresh process; its curve)
+from precision_curves import BIN, cpu_line, summarize, train  # noqa: E402  (a run in a fresh process; its curve)
 
 RAY = ["trainer.backend=ray", "trainer.n_gpus_per_node=1"]
 POOL = ["rollout.n_gpus_per_node=1", "rollout.nnodes=1", "async_training.trigger_parameter_sync_step=1"]
@@ -75,9 +74,7 @@ def main() -> None:
                    help="where the run folders go (their metrics.jsonl; no checkpoints are saved)")
     a = p.parse_args()
     os.makedirs(a.out, exist_ok=True)
-    m = machine_info(0)
-    cpu = (f"{m['cpu_model']} ({m['cpu_count']} cores; {', '.join(m['cpu_flags'])}); measured matmul peak "
-           f"{m['fp32_gflops']:.0f} GFLOP/s fp32, {m['bf16_gflops']:.0f} GFLOP/s bf16")
+    cpu = cpu_line()
     out = os.path.join(ROOT, "bench", "results", "async_curves")
     old = json.load(open(out + ".json"))["results"] if os.path.exists(out + ".json") else {}
     cmd = "python bench/async_curves.py " + " ".join(sys.argv[1:])

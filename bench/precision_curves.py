@@ -88,6 +88,13 @@ def markdown(results: dict, cmd: str, cpu: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def cpu_line() -> str:
+    """This CPU, its flags and its matmul peaks measured now, for a results table's first line."""
+    m = machine_info(0)
+    return (f"{m['cpu_model']} ({m['cpu_count']} cores; {', '.join(m['cpu_flags'])}); measured matmul peak "
+            f"{m['fp32_gflops']:.0f} GFLOP/s fp32, {m['bf16_gflops']:.0f} GFLOP/s bf16")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--seeds", type=int, nargs="+", default=[1, 2])
@@ -96,9 +103,7 @@ def main() -> None:
                    help="where the run folders go (their metrics.jsonl; no checkpoints are saved)")
     a = p.parse_args()
     os.makedirs(a.out, exist_ok=True)
-    m = machine_info(0)
-    cpu = (f"{m['cpu_model']} ({m['cpu_count']} cores; {', '.join(m['cpu_flags'])}); measured matmul peak "
-           f"{m['fp32_gflops']:.0f} GFLOP/s fp32, {m['bf16_gflops']:.0f} GFLOP/s bf16")
+    cpu = cpu_line()
     results = {}
     for seed in a.seeds:
         for name, levers in PRECISIONS.items():
