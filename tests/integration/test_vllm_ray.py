@@ -124,8 +124,14 @@ def cores_of(processes: list) -> set[int]:
     """Every core a thread of the engine's model worker may run on (vLLM binds each of its threads; its
     scheduler process, which mostly waits, is left unbound)."""
     cores: set[int] = set()
-    for p in (p for p in processes if "Worker" in " ".join(p.cmdline())):
-        for t in p.threads():
+    for p in processes:
+        try:
+            if "Worker" not in " ".join(p.cmdline()):
+                continue
+            threads = p.threads()
+        except psutil.NoSuchProcess:  # ended (or a zombie) since it was listed: it runs on no core
+            continue
+        for t in threads:
             try:
                 cores |= os.sched_getaffinity(t.id)
             except OSError:  # the thread ended meanwhile
@@ -150,10 +156,18 @@ def mapped(path: str) -> bool:
     return False
 
 
+def _alive(p) -> bool:
+    """Running and not a zombie; a process that exits between the two questions is gone, not an error."""
+    try:
+        return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
 def wait_gone(processes: list, timeout_s: float) -> list:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        left = [p for p in processes if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+        left = [p for p in processes if _alive(p)]
         if not left:
             return []
         time.sleep(0.2)
