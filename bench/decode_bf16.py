@@ -154,7 +154,7 @@ def main() -> None:
     a = p.parse_args()
     torch.set_num_threads(a.threads)
     info = speed.machine()
-    info["kind"] = speed.cpu_kind(info["cpu_flags"])
+    info["kind"] = speed.bench_kind(info["cpu_flags"])
     from hybridrl.models.loading import load_causal_lm, load_tokenizer
 
     results, profiles = [], {}

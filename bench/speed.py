@@ -68,6 +68,7 @@ class Config:
     overrides: list[str] = field(default_factory=list)  # hybridrl config overrides: the levers
     needs: str = ""  # a module the row needs (skipped, and said so, when it is not installed)
     bf16: bool = False  # bf16 compute (runs only where this CPU has fast bf16)
+    compile: bool = False  # TRL's torch_compile=True
     workloads: tuple[str, ...] = workload.WORKLOADS
 
     @property
@@ -85,6 +86,12 @@ FIXED = ("fixed",)
 CONFIGS = [  # the first row is the reference of every "vs TRL" speed-up; TRL's best is the faster TRL row
     Config("trl", "TRL GRPOTrainer (fp32)", "trl"),
     Config("trl-bf16", "TRL GRPOTrainer, bf16=True", "trl", bf16=True),
+    # TRL's other CPU option (TrainingArguments.torch_compile). Fixed work only: with EOS on, every new
+    # response length recompiles (measured on tiny-arith: 1.8-2.6 s/step for 8 steps, then 0.19 s once the
+    # shapes repeat, against 0.17 s without compiling), so a short run would only time the compiler.
+    Config("trl-compile", "TRL GRPOTrainer, torch_compile=True (fp32)", "trl", compile=True, workloads=FIXED),
+    Config("trl-bf16-compile", "TRL GRPOTrainer, bf16=True, torch_compile=True", "trl", bf16=True, compile=True,
+           workloads=FIXED),
     Config("hybridrl-allpasses", "hybridrl, every pass (old log-probs and reference recomputed, as verl does)",
            "hybridrl", [*LIKE, "algorithm.use_kl_in_reward=true", "algorithm.kl_ctrl.kl_coef=0.0"], workloads=FIXED),
     Config("hybridrl-like", "hybridrl, like-for-like (hf rollout, fp32, only the passes GRPO needs)", "hybridrl",
@@ -109,6 +116,23 @@ def cpu_kind(flags: list[str]) -> str:
     if "avx512f" in flags:
         return "avx512"
     return "avx2" if "avx2" in flags else "other"
+
+
+# Emulating an AVX2-only CPU on an AVX-512 one: ATEN_CPU_CAPABILITY picks PyTorch's own kernels' ISA,
+# ONEDNN_MAX_CPU_ISA caps oneDNN, which runs the bf16 matmuls (measured here: 399 -> 2.2 GFLOP/s bf16,
+# fp32 unchanged at ~193: MKL's sgemm on this AMD EPYC runs AVX2 code either way).
+ISA_CAPS = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA")
+
+
+def bench_kind(flags: list[str]) -> str:
+    """The kind the results are filed under: the CPU's, or "avx2-emulated" / "<kind>-capped" when ISA caps
+    are set, so that a capped run never lands in (or overwrites) the native kind's table."""
+    native, caps = cpu_kind(flags), {k: os.environ[k].strip().lower() for k in ISA_CAPS if os.environ.get(k)}
+    if not caps:
+        return native
+    if native.startswith("avx512") and set(caps.values()) == {"avx2"} and "ATEN_CPU_CAPABILITY" in caps:
+        return "avx2-emulated"
+    return f"{native}-capped"
 
 
 def sft_small(log_dir: str) -> str:
@@ -201,7 +225,7 @@ def machine() -> dict:
     return {"processor": platform.processor(), "cpu_model": name.group(1) if name else "",
             "cpu_count": os.cpu_count(), "cpu_flags": flags, "python": platform.python_version(),
             "torch": torch.__version__, "transformers": transformers.__version__,
-            "trl_venv": trl}
+            "trl_venv": trl, "isa_caps": {k: os.environ[k] for k in ISA_CAPS if os.environ.get(k)}}
 
 
 def run(cfg: Config, kind: str, model: str, steps: int, threads: int, out: str, log: str) -> list[dict]:
@@ -209,7 +233,8 @@ def run(cfg: Config, kind: str, model: str, steps: int, threads: int, out: str, 
     script = os.path.join(HERE, f"{cfg.runner}_grpo.py")
     python = TRL_PY if cfg.runner == "trl" else sys.executable
     args = [python, script, "--model", model, "--steps", str(steps), "--threads", str(threads), "--out", out,
-            "--workload", kind, *(["--bf16"] if cfg.bf16 else []), *cfg.overrides]
+            "--workload", kind, *(["--bf16"] if cfg.bf16 else []), *(["--compile"] if cfg.compile else []),
+            *cfg.overrides]
     with open(log, "w") as f:
         done = subprocess.run(args, stdout=f, stderr=subprocess.STDOUT, cwd=ROOT)
     if done.returncode:
@@ -287,8 +312,10 @@ def add_speedups(rows: list[dict]) -> None:
 def markdown(rows: list[dict], models: dict, peaks: dict, info: dict, command: str) -> str:
     x = lambda v: f"{v:.2f}x" if v is not None else "n/a"  # noqa: E731
     pct = lambda v: f"{100 * v:.1f} %"  # noqa: E731
+    caps = " ".join(f"{k}={v}" for k, v in info.get("isa_caps", {}).items())
     out = [f"CPU: {info['cpu_model']} ({info['cpu_count']} cores), kind **{info['kind']}** (flags: "
-           f"{', '.join(info['cpu_flags']) or 'none of interest'}); measured matmul peak at the bench's thread count: "
+           f"{', '.join(info['cpu_flags']) or 'none of interest'}"
+           f"{f'; run with {caps}, which caps the ISA PyTorch and oneDNN use' if caps else ''}); measured matmul peak at the bench's thread count: "
            f"{peaks['fp32_gflops']:.1f} GFLOP/s fp32, {peaks['bf16_gflops']:.1f} GFLOP/s bf16 "
            f"({'fast bf16: the bf16 rows run' if peaks['fast_bf16'] else 'no fast bf16: the bf16 rows are left out'}).\n"]
     header = ("| model | configuration | s/step (median) | vs TRL fp32 | vs TRL's best | CPU-s/step | generation s "
@@ -396,7 +423,7 @@ def main() -> None:
                                  "skipped_frac": skipped, "records": pooled[cfg.name]})
     add_speedups(rows)
 
-    info["kind"] = cpu_kind(info["cpu_flags"])
+    info["kind"] = bench_kind(info["cpu_flags"])
     table = markdown(rows, models, peaks, info, command)
     for per_kind in models.values():
         for m in per_kind.values():

@@ -48,7 +48,7 @@ def main() -> None:
     model = AutoModelForCausalLM.from_pretrained(a.model, dtype=torch.float32)
     n = workload.PROMPTS_PER_STEP * workload.SAMPLES_PER_PROMPT
     args = GRPOConfig(
-        output_dir=tempfile.mkdtemp(), use_cpu=True, bf16=a.bf16, fp16=False, seed=workload.SEED,
+        output_dir=tempfile.mkdtemp(), use_cpu=True, bf16=a.bf16, fp16=False, torch_compile=a.compile, seed=workload.SEED,
         per_device_train_batch_size=n, gradient_accumulation_steps=1, num_generations=workload.SAMPLES_PER_PROMPT,
         max_completion_length=workload.NEW_TOKENS,
         generation_kwargs={} if learning else {"min_new_tokens": workload.NEW_TOKENS},  # learning: stops at EOS

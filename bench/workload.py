@@ -106,6 +106,7 @@ def runner_args(description: str, overrides: bool = False, profile: bool = False
     p.add_argument("--out", required=True, help="JSON lines, one per step")
     p.add_argument("--workload", choices=WORKLOADS, default="fixed")
     p.add_argument("--bf16", action="store_true", help="bf16 compute (TRL's bf16=True; hybridrl's bf16 levers)")
+    p.add_argument("--compile", action="store_true", help="TRL's torch_compile=True (the model under torch.compile)")
     if profile:
         p.add_argument("--profile", help="after the steps, profile one more and write its summary (JSON) here")
     if overrides:

@@ -84,6 +84,19 @@ def test_the_cpu_kind_names_the_bf16_capability():
     assert speed.cpu_kind(["avx2", "avx512f"]) == "avx512" and speed.cpu_kind(["avx2"]) == "avx2"
 
 
+def test_a_run_with_isa_caps_is_filed_apart_from_the_native_kind(monkeypatch):
+    flags = ["avx2", "avx512_bf16", "avx512f"]
+    for key in speed.ISA_CAPS:
+        monkeypatch.delenv(key, raising=False)
+    assert speed.bench_kind(flags) == "avx512-bf16"
+    monkeypatch.setenv("ATEN_CPU_CAPABILITY", "avx2")
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
+    assert speed.bench_kind(flags) == "avx2-emulated"
+    assert speed.bench_kind(["avx2"]) == "avx2-capped"  # nothing emulated: the CPU is AVX2 already
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX512_CORE")  # a partial cap is neither kind
+    assert speed.bench_kind(flags) == "avx512-bf16-capped"
+
+
 def test_shaped_reward_varies_within_a_group():
     assert workload.shaped("12 apples", "12") == pytest.approx(1 + 2 / 9)
     assert workload.shaped("abc", "7") == 0.0 and workload.shaped("a1", "7") == 0.5
