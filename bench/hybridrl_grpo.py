@@ -86,20 +86,26 @@ def profile_step(trainer, step: int, path: str) -> None:
     from torch.profiler import ProfilerActivity, profile
 
     wall = time.perf_counter()
-    with profile(activities=[ProfilerActivity.CPU]) as prof:
+    with profile(activities=[ProfilerActivity.CPU], with_flops=True) as prof:  # FLOPs of mm/addmm/bmm/baddbmm
         m = trainer.train_step(step)
     wall = time.perf_counter() - wall
-    ops = [(e.key, e.self_cpu_time_total / 1e6, e.count) for e in prof.key_averages() if e.key.startswith("aten::")]
+    ops = [(e.key, e.self_cpu_time_total / 1e6, e.count, e.flops or 0) for e in prof.key_averages()
+           if e.key.startswith("aten::")]
     by_cat: dict[str, float] = {}
-    for key, seconds, _ in ops:
+    for key, seconds, _, _ in ops:
         kind = category(key)
         by_cat[kind] = by_cat.get(kind, 0.0) + seconds
-    in_ops = sum(seconds for _, seconds, _ in ops)
+    in_ops = sum(o[1] for o in ops)
     top = sorted(ops, key=lambda o: -o[1])[:12]
     with open(path, "w") as f:
         json.dump({"wall_s": wall, "in_ops_s": in_ops, "categories": by_cat, "skipped_frac": m.get("actor/skipped_frac", 0.0),
                    "phases": phases(m),
-                   "top_ops": [{"op": k, "self_s": sec, "calls": n} for k, sec, n in top],
+                   # what the matmul kernels computed and how long they took: their achieved rate at these shapes
+                   "matmul_flops": sum(o[3] for o in ops if category(o[0]) == "matmul"),
+                   "matmul_s": by_cat.get("matmul", 0.0),
+                   "gen_tokens": int(m["response_length/mean"] * workload.PROMPTS_PER_STEP * workload.SAMPLES_PER_PROMPT),
+                   "train_tokens": int(m["perf/total_num_tokens"]),
+                   "top_ops": [{"op": k, "self_s": sec, "calls": n} for k, sec, n, _ in top],
                    "threads": torch.get_num_threads()}, f, indent=1)
 
 
