@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass
 from importlib import metadata, util
 
 from hybridrl import __version__, progress
-from hybridrl.config.precision_auto import FAST_BF16_FLAGS
+from hybridrl.config.precision_auto import ONEDNN_ISA_ENV, cpu_has_fast_bf16, onednn_isa_cap
 from hybridrl.doctor_checks import Problem, find_problems
 
 GIB = 2 ** 30
@@ -108,6 +108,7 @@ def _cpu_facts() -> dict:
     return {"model": fields.get("model name") or platform.processor() or "unknown",
             "flags": None if flag_text is None else [f for f in CPU_FLAGS if f in flag_text.split()],
             "logical_cores": os.cpu_count(), "cgroup_quota": quota,
+            "onednn_isa_env": {name: os.environ.get(name) for name in ONEDNN_ISA_ENV},  # caps bf16 matmuls
             # a container's CPU quota (docker --cpus) limits cores without changing the affinity mask
             "usable_cores": min(affinity, math.ceil(quota)) if quota else affinity}
 
@@ -261,12 +262,18 @@ def _machine_rows(facts: dict) -> list[tuple[str, str]]:
     missing = [f for f in CPU_FLAGS if f not in (cpu["flags"] or [])]
     flags = "unknown" if cpu["flags"] is None else f"{' '.join(cpu['flags']) or '-'} (missing: {' '.join(missing)})"
     quota = f", cgroup quota {cpu['cgroup_quota']:g}" if cpu["cgroup_quota"] else ""
-    bf16 = any(f in FAST_BF16_FLAGS for f in cpu["flags"] or [])
-    auto = ("bf16 compute, bf16 rollout, token TIS" if bf16 else "fp32") + " (precision keys left `auto`, on the CPU)"
-    rows = [("cpu", cpu["model"]), ("cpu flags", flags), ("auto precision", auto),
+    rows = [("cpu", cpu["model"]), ("cpu flags", flags), ("auto precision", _auto_precision(cpu)),
             ("cores", f"{cpu['usable_cores']} usable of {cpu['logical_cores']} logical{quota}"),
             ("ram", f"{mem['total_gib']} GiB total, {mem['available_gib']} GiB available")]
     return rows + [(f"free disk {key}", f"{d['free_gib']} GiB in {d['path']}") for key, d in facts["disk"].items()]
+
+
+def _auto_precision(cpu: dict) -> str:
+    """What the precision keys left `auto` resolve to on this CPU (config/precision_auto.py), and why when capped."""
+    if cpu_has_fast_bf16(cpu["flags"] or [], cpu["onednn_isa_env"]):
+        return "bf16 compute, bf16 rollout, token TIS (precision keys left `auto`, on the CPU)"
+    cap = onednn_isa_cap(cpu["flags"], cpu["onednn_isa_env"])
+    return "fp32 (precision keys left `auto`, on the CPU" + (f"; {cap} caps oneDNN below bf16)" if cap else ")")
 
 
 def _backend_rows(backends: dict | None) -> list[tuple[str, str]]:

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hybridrl.config.precision_auto import FAST_BF16_FLAGS
+from hybridrl.config.precision_auto import cpu_has_bf16_instructions, onednn_isa_cap
+
 TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 
 
@@ -108,15 +109,25 @@ def check_disk(facts: dict) -> list[Problem]:
 
 
 def check_bf16_cpu(facts: dict) -> list[Problem]:
-    """bf16 on a CPU without bf16 instructions is emulated. A note, not a problem: doctor cannot see
-    whether a config asks for bf16, and the `auto` default dtypes resolve to float32 on such a CPU."""
-    flags, t = facts["cpu"]["flags"], facts["torch"]
-    if flags is None or t.get("cuda_available") or any(f in flags for f in FAST_BF16_FLAGS):
+    """bf16 on a CPU without bf16 instructions, or whose oneDNN is capped below them (ONEDNN_MAX_CPU_ISA), is
+    emulated. A note, not a problem: doctor cannot see whether a config asks for bf16, and the `auto` default
+    dtypes resolve to float32 there."""
+    cpu, t = facts["cpu"], facts["torch"]
+    if cpu["flags"] is None or t.get("cuda_available"):
         return []
-    return [Problem("note", "this CPU has no bf16 instructions (avx512_bf16, AMX): bf16 matmuls run ~100x slower "
-                            "than float32 (measured on an AVX2-only EPYC: 1.3 vs 140-179 GFLOP/s)",
-                    "keep float32 (the `auto` default resolves to it here: leave "
-                    "actor_rollout_ref.actor.fsdp_config.mixed_precision.param_dtype and rollout.dtype unset)")]
+    keep = ("keep float32 (the `auto` default resolves to it here: leave "
+            "actor_rollout_ref.actor.fsdp_config.mixed_precision.param_dtype and rollout.dtype unset)")
+    if not cpu_has_bf16_instructions(cpu["flags"]):
+        return [Problem("note", "this CPU has no bf16 instructions (avx512_bf16, AMX): bf16 matmuls run ~100x "
+                                "slower than float32 (measured on an AVX2-only EPYC: 1.3 vs 140-179 GFLOP/s)", keep)]
+    cap = onednn_isa_cap(cpu["flags"], cpu["onednn_isa_env"])
+    if cap is None:
+        return []
+    return [Problem("note", f"{cap} caps oneDNN below this CPU's bf16 instructions: bf16 matmuls are emulated, "
+                            "40-80x slower than float32 (measured on an EPYC with avx512_bf16 capped at AVX2: 2.3 vs "
+                            "100-195 GFLOP/s on 1-2 threads)",
+                    f"unset {cap.partition('=')[0]} so that `auto` computes in bf16 (~2x float32 on these "
+                    f"instructions), or {keep}")]
 
 
 def check_backend_imports(facts: dict) -> list[Problem]:

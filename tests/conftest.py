@@ -1,4 +1,5 @@
-"""Shared fixtures: a tiny random Qwen2 chat model and a small arithmetic dataset, built locally."""
+"""Shared fixtures: a tiny random Qwen2 chat model and a small arithmetic dataset, built locally; a local Ray
+instance for the Ray modules."""
 
 from __future__ import annotations
 
@@ -103,3 +104,19 @@ def perturbed_tiny_arith(tmp_path_factory):
         return str(out)
     return make
 
+
+
+@pytest.fixture(scope="module")
+def cluster(request):
+    """One local Ray instance for the module, of the module's RAY_CPUS logical CPUs (one per worker), shut down
+    after it: RayRoles leaves running a cluster it did not start. A module per size, because a process holds one
+    Ray instance at a time (hence the assert: a module that left one running would hand it the wrong size).
+    Here rather than in tests/integration/conftest.py, whose module name would shadow this file's for the tests
+    that import from it (test_bench.py: `from conftest import REPO`)."""
+    import ray  # here, not at the top: the modules that use this fixture have already skipped where it is missing
+
+    assert not ray.is_initialized()
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    ray.init(num_cpus=request.module.RAY_CPUS, include_dashboard=False, configure_logging=False, log_to_driver=False)
+    yield
+    ray.shutdown()

@@ -28,13 +28,7 @@ pytestmark = pytest.mark.slow
 UNTIMED = ("timing_s/", "timing_per_token_ms/", "perf/")
 
 
-@pytest.fixture(scope="module")
-def cluster():
-    """One local Ray instance for the module (RayRoles leaves a cluster it did not start running)."""
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    ray.init(num_cpus=2, include_dashboard=False, configure_logging=False, log_to_driver=False)
-    yield
-    ray.shutdown()
+RAY_CPUS = 2  # the `cluster` fixture's size (tests/conftest.py): two workers of one core each
 
 
 def overrides(arith_data, run_dir, *extra: str) -> list[str]:

@@ -6,8 +6,6 @@ sharded roles resumes to the uninterrupted run. Its own module: it needs a 5-CPU
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
 ray = pytest.importorskip("ray")
@@ -22,13 +20,7 @@ from test_ray import assert_trains_like, overrides, read_metrics, train  # noqa:
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module")
-def cluster():
-    assert not ray.is_initialized()
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    ray.init(num_cpus=5, include_dashboard=False, configure_logging=False, log_to_driver=False)  # 5 logical CPUs
-    yield
-    ray.shutdown()
+RAY_CPUS = 5  # the `cluster` fixture's size (tests/conftest.py): actor 2 + critic 2 + reward model 1 workers
 
 
 def algorithm(reward_model_dir: str) -> list[str]:

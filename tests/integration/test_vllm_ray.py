@@ -34,13 +34,7 @@ RAY_VLLM = ["trainer.backend=ray", "trainer.n_gpus_per_node=2", "trainer.worker_
             "actor_rollout_ref.rollout.dtype=float32"]  # fp32 engines: their log-probs are the trainer's to ~1e-6
 
 
-@pytest.fixture(scope="module")
-def cluster():
-    """One 2-CPU Ray instance for the module: two workers of one core each."""
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    ray.init(num_cpus=2, include_dashboard=False, configure_logging=False, log_to_driver=False)
-    yield
-    ray.shutdown()
+RAY_CPUS = 2  # the `cluster` fixture's size (tests/conftest.py): two workers of one core each
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,6 @@ the trainer's. Its own module: it needs a 4-CPU Ray instance. Skipped where vLLM
 
 from __future__ import annotations
 
-import os
 import sys
 
 import pytest
@@ -26,13 +25,7 @@ from test_ray import overrides  # noqa: E402
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module")
-def cluster():
-    assert not ray.is_initialized()
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    ray.init(num_cpus=4, include_dashboard=False, configure_logging=False, log_to_driver=False)  # 4 logical CPUs
-    yield
-    ray.shutdown()
+RAY_CPUS = 4  # the `cluster` fixture's size (tests/conftest.py): four workers
 
 
 def test_two_engines_of_two_workers_each_answer_every_prompt_once_in_order(arith_data, tmp_path, cluster):

@@ -32,7 +32,8 @@ def healthy() -> dict:
                   "mps_available": False, "threads": 4, "interop_threads": 4},
         "threads_env": {"OMP_NUM_THREADS": None, "MKL_NUM_THREADS": None},
         "cpu": {"model": "Some Xeon", "flags": ["avx2", "avx512f", "avx512_bf16", "amx_bf16"], "logical_cores": 4,
-                "cgroup_quota": None, "usable_cores": 4},
+                "cgroup_quota": None, "usable_cores": 4,
+                "onednn_isa_env": {"ONEDNN_MAX_CPU_ISA": None, "DNNL_MAX_CPU_ISA": None}},
         "memory": {"total_gib": 32.0, "available_gib": 20.0},
         "disk": {"cwd": {"path": "/work", "free_gib": 50.0}, "tmp": {"path": "/tmp", "free_gib": 50.0},
                  "shm": {"path": "/dev/shm", "free_gib": 16.0}},
@@ -163,6 +164,39 @@ def test_bf16_cpu_note(flags, cuda, noted):
                          "actor_rollout_ref.actor.fsdp_config.mixed_precision.param_dtype and rollout.dtype unset)")
 
 
+@pytest.mark.parametrize("onednn, dnnl, flags, cap", [
+    ("AVX2", None, ["avx2", "avx512f", "avx512_bf16"], "ONEDNN_MAX_CPU_ISA=AVX2"),
+    ("avx512_core_vnni", None, ["amx_bf16"], "ONEDNN_MAX_CPU_ISA=avx512_core_vnni"),
+    (None, "AVX2", ["avx512_bf16"], "DNNL_MAX_CPU_ISA=AVX2"),  # the older name
+    ("AVX512_CORE_BF16", None, ["avx512_bf16"], None),  # a cap that keeps bf16
+    ("DEFAULT", "AVX2", ["avx512_bf16"], None),  # the newer name wins, and DEFAULT is no cap
+    ("AVX2", None, ["bf16"], None),  # aarch64: x86 ISA names mean nothing there
+])
+def test_bf16_cpu_note_when_onednn_is_capped_below_bf16(onednn, dnnl, flags, cap):
+    env = {"ONEDNN_MAX_CPU_ISA": onednn, "DNNL_MAX_CPU_ISA": dnnl}
+    problems = check_bf16_cpu(with_(**{"cpu.flags": flags, "cpu.onednn_isa_env": env}))
+    assert len(problems) == (cap is not None)
+    if cap:
+        (p,) = problems
+        assert p.level == "note" and p.message.startswith(f"{cap} caps oneDNN below this CPU's bf16 instructions: ")
+        assert p.fix.startswith(f"unset {cap.split('=')[0]} so that `auto` computes in bf16")
+        assert "or keep float32 (the `auto` default resolves to it here" in p.fix
+
+
+def test_a_capped_cpu_without_bf16_gets_the_plain_note_once():
+    env = {"ONEDNN_MAX_CPU_ISA": "AVX2", "DNNL_MAX_CPU_ISA": None}
+    (p,) = check_bf16_cpu(with_(**{"cpu.flags": ["avx2"], "cpu.onednn_isa_env": env}))
+    assert p.message.startswith("this CPU has no bf16 instructions")
+
+
+def test_report_shows_the_cap_that_keeps_auto_at_fp32():
+    capped = with_(**{"cpu.onednn_isa_env": {"ONEDNN_MAX_CPU_ISA": "AVX2", "DNNL_MAX_CPU_ISA": None}})
+    text = render(capped, find_problems(capped))
+    assert ("auto precision   fp32 (precision keys left `auto`, on the CPU; ONEDNN_MAX_CPU_ISA=AVX2 caps oneDNN "
+            "below bf16)") in text
+    assert "[note] ONEDNN_MAX_CPU_ISA=AVX2 caps oneDNN below" in text
+
+
 def test_report_renders_sections_problems_and_summary():
     facts = with_(**{"memory.available_gib": 2.0, "cpu.flags": ["avx2"]})
     facts["backends"] = {"vllm": {"enables": "actor_rollout_ref.rollout.name=vllm", "import": "from vllm import LLM",
@@ -238,8 +272,10 @@ def test_backend_imports_are_shown_as_they_finish():
     assert re.fullmatch(r"importing the optional backends: 2/2 backends in \d+\.\d s\n", stream.getvalue())
 
 
-def test_real_collection_on_this_machine():
+def test_real_collection_on_this_machine(monkeypatch):
     """The real collector (import checks limited to two cheap backends): torch's real version, JSON-able."""
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "avx2")  # read as set; only a check decides what it means
+    monkeypatch.delenv("DNNL_MAX_CPU_ISA", raising=False)
     cheap = tuple(b for b in doctor.BACKENDS if b.name in ("fastapi+uvicorn", "peft"))
     facts = collect(backends=cheap)
     assert facts["torch"]["version"] == torch.__version__
@@ -247,6 +283,7 @@ def test_real_collection_on_this_machine():
     assert facts["packages"]["transformers"] == metadata.version("transformers")
     assert facts["python"]["executable"] == sys.executable
     assert facts["cpu"]["usable_cores"] >= 1 and facts["disk"]["cwd"]["free_gib"] > 0
+    assert facts["cpu"]["onednn_isa_env"] == {"ONEDNN_MAX_CPU_ISA": "avx2", "DNNL_MAX_CPU_ISA": None}
     assert set(facts["backends"]) == {"fastapi+uvicorn", "peft"}
     json.dumps(facts)  # --json must not meet a non-JSON value
     assert collect(quick=True)["backends"] is None

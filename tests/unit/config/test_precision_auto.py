@@ -19,8 +19,9 @@ MP = "actor_rollout_ref.actor.fsdp_config.mixed_precision.param_dtype"
 
 @pytest.fixture
 def cpu(monkeypatch):
-    """Set the CPU's flags as /proc/cpuinfo would give them, with no HYBRIDRL_AUTO_DTYPE pin."""
-    monkeypatch.delenv(precision_auto.AUTO_ENV, raising=False)
+    """Set the CPU's flags as /proc/cpuinfo would give them, with no HYBRIDRL_AUTO_DTYPE pin and no oneDNN cap."""
+    for name in (precision_auto.AUTO_ENV, *precision_auto.ONEDNN_ISA_ENV):
+        monkeypatch.delenv(name, raising=False)
 
     def use(flags):
         monkeypatch.setattr(precision_auto, "cpu_flags", lambda: flags)
@@ -91,6 +92,8 @@ def test_the_plan_names_each_resolved_key_and_why(cpu):
 
 
 def test_cpu_flags_read_from_cpuinfo(tmp_path, monkeypatch):
+    for name in precision_auto.ONEDNN_ISA_ENV:
+        monkeypatch.delenv(name, raising=False)
     info = tmp_path / "cpuinfo"
     info.write_text("processor\t: 0\nmodel name\t: AMD EPYC\nflags\t\t: fpu avx2 avx512f avx512_bf16\n\n")
     real_open = open
@@ -99,3 +102,74 @@ def test_cpu_flags_read_from_cpuinfo(tmp_path, monkeypatch):
     assert precision_auto.cpu_flags() == {"fpu", "avx2", "avx512f", "avx512_bf16"}
     assert precision_auto.cpu_has_fast_bf16() is True
     assert precision_auto.cpu_has_fast_bf16({"avx2"}) is False
+
+
+@pytest.mark.parametrize("cap, expected", [
+    ("AVX2", "fp32"),  # the AVX2-only emulation the benchmarks use: bf16 matmuls at ~2 GFLOP/s
+    ("SSE41", "fp32"),
+    ("avx2_vnni_2", "fp32"),  # bf16 conversions only; lowercase, as oneDNN accepts it
+    ("AVX512_CORE_VNNI", "fp32"),  # the ISA just below AVX512_CORE_BF16
+    ("AVX512_CORE_BF16", "bf16"),  # the first ISA with bf16 dot products
+    ("avx10_1_512_amx", "bf16"),
+    ("AVX512_CORE_AMX", "bf16"),  # AVX10_1_512_AMX's older name
+    ("DEFAULT", "bf16"), ("all", "bf16"),  # no cap
+    ("BOGUS", "bf16"), (" AVX2", "bf16"),  # names oneDNN does not know (it does not strip), so it ignores them
+])
+def test_a_onednn_cap_below_bf16_keeps_fp32(cpu, monkeypatch, cap, expected):
+    cpu(AVX512_BF16)
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", cap)
+    assert resolved()[0] == expected
+    dtype, why = precision_auto.auto_compute_dtype("cpu")
+    assert dtype == expected
+    capped = f"ONEDNN_MAX_CPU_ISA={cap} caps oneDNN below bf16, so bf16 would be emulated (hybridrl doctor)"
+    assert why == (capped if expected == "fp32" else "this CPU has bf16 instructions (hybridrl doctor)")
+
+
+@pytest.mark.parametrize("onednn, dnnl, expected", [
+    (None, "AVX2", "fp32"),  # the older name alone
+    ("", "avx2", "fp32"),  # an empty ONEDNN_MAX_CPU_ISA counts as unset, as oneDNN reads it
+    ("ALL", "AVX2", "bf16"),  # the newer name wins
+    ("AVX2", "ALL", "fp32"),
+])
+def test_the_older_dnnl_name_counts_when_the_newer_one_is_unset(cpu, monkeypatch, onednn, dnnl, expected):
+    cpu(AVX512_BF16)
+    if onednn is not None:
+        monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", onednn)
+    monkeypatch.setenv("DNNL_MAX_CPU_ISA", dnnl)
+    dtype, why = precision_auto.auto_compute_dtype("cpu")
+    assert dtype == expected
+    if expected == "fp32":
+        assert why.startswith("ONEDNN_MAX_CPU_ISA=AVX2 caps" if onednn else f"DNNL_MAX_CPU_ISA={dnnl} caps")
+
+
+def test_a_cap_matters_only_to_x86_bf16_instructions(cpu, monkeypatch):
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX512_CORE_BF16")
+    cpu(AVX2)  # no bf16 instructions: no cap lets oneDNN use what the CPU lacks
+    assert precision_auto.auto_compute_dtype("cpu") == (
+        "fp32", "this CPU has no bf16 instructions, so bf16 would be emulated (hybridrl doctor)")
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
+    cpu({"asimd", "bf16"})  # aarch64: x86 ISA names mean nothing to its oneDNN
+    assert precision_auto.auto_compute_dtype("cpu")[0] == "bf16"
+    assert precision_auto.onednn_isa_cap(None) is None  # /proc/cpuinfo unreadable
+
+
+def test_the_env_pin_wins_over_a_onednn_cap(cpu, monkeypatch):
+    cpu(AVX512_BF16)
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
+    monkeypatch.setenv(precision_auto.AUTO_ENV, "bf16")
+    assert resolved()[:3] == ("bf16", "bfloat16", "token")
+
+
+def test_atens_cpu_capability_is_no_cap(cpu, monkeypatch):
+    """ATEN_CPU_CAPABILITY=avx2 picks ATen's own kernels; bf16 matmuls run in oneDNN at full speed (measured)."""
+    cpu(AVX512_BF16)
+    monkeypatch.setenv("ATEN_CPU_CAPABILITY", "avx2")
+    assert resolved()[0] == "bf16"
+
+
+def test_the_plan_says_which_cap_kept_fp32(cpu, monkeypatch):
+    cpu(AVX512_BF16)
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
+    plan = validate_rl_config(load_config(RLConfig, None, []))
+    assert (f"{MP}=fp32 (auto: ONEDNN_MAX_CPU_ISA=AVX2 caps oneDNN below bf16, so bf16 would be emulated "
+            "(hybridrl doctor))") in plan.derived
