@@ -40,11 +40,15 @@ from hybridrl.rollout.base import SamplingParams  # noqa: E402
 from hybridrl.rollout.hf import HFRolloutEngine, choose_tokens  # noqa: E402
 
 FP32, BF16 = torch.float32, torch.bfloat16
-VARIANTS = {  # name: (precision, KV cache / attention dtype (None: the weights'), SDPA instead of the bmm attention)
-    "fp32 sdpa": ("fp32", FP32, True), "fp32 bmm": ("fp32", FP32, False),
-    "bf16 sdpa": ("bf16", None, True), "bf16 kv32-sdpa": ("bf16", FP32, True),
-    "bf16 bmm": ("bf16", None, False), "bf16 kv32-bmm": ("bf16", FP32, False),
+VARIANTS = {  # name: (precision, KV cache / attention dtype (None: the weights'), SDPA instead of the bmm attention,
+    #                   oneDNN-prepacked projections)
+    "fp32 sdpa": ("fp32", FP32, True, False), "fp32 bmm": ("fp32", FP32, False, False),
+    "bf16 sdpa": ("bf16", None, True, False), "bf16 kv32-sdpa": ("bf16", FP32, True, False),
+    "bf16 bmm": ("bf16", None, False, False), "bf16 kv32-bmm": ("bf16", FP32, False, False),
+    "fp32 bmm packed": ("fp32", FP32, False, True), "bf16 kv32-bmm packed": ("bf16", FP32, False, True),
 }
+ATTENTION = [v for v in VARIANTS if not VARIANTS[v][3]]  # the attention comparison (the default --variants)
+PACKING = ["fp32 bmm", "fp32 bmm packed", "bf16 kv32-bmm", "bf16 kv32-bmm packed"]  # --variants packing
 CATEGORIES = [  # (category, op-name fragments), first match wins
     ("attention", ("scaled_dot_product", "flash", "bmm", "softmax")),
     ("projections", ("addmm", "mm", "linear")),
@@ -64,11 +68,12 @@ class SdpaDecoder(decode.LeanDecoder):
 
 
 def engine_for(model, tok, variant: str) -> HFRolloutEngine:
-    precision, kv, sdpa = VARIANTS[variant]
+    precision, kv, sdpa, packed = VARIANTS[variant]
     engine = HFRolloutEngine(model, [tok.eos_token_id], tok.pad_token_id, precision=Precision.of(precision))
     cls = SdpaDecoder if sdpa else decode.LeanDecoder
     # the engine builds its decoder through decode.LeanDecoder; each generate call points it at this variant's
-    engine.decoder_class = lambda module, n, length, dtype: cls(module, n, length, dtype, kv_dtype=kv)
+    engine.decoder_class = lambda module, n, length, dtype, **_: cls(module, n, length, dtype, kv_dtype=kv,
+                                                                     pack_after=0 if packed else None)
     return engine
 
 
@@ -90,11 +95,11 @@ def prompts(tok, kind: str):
     return ids, mask
 
 
-def time_variants(model, tok, kind: str, rounds: int) -> dict[str, dict]:
+def time_variants(model, tok, kind: str, rounds: int, variants: list[str]) -> dict[str, dict]:
     ids, mask = prompts(tok, kind)
     sampling = SamplingParams(max_new_tokens=workload.NEW_TOKENS, temperature=1.0, ignore_eos=kind == "fixed")
-    engines = {v: engine_for(model, tok, v) for v in VARIANTS}
-    names, seen = list(VARIANTS), {v: [] for v in VARIANTS}
+    engines = {v: engine_for(model, tok, v) for v in variants}
+    names, seen = list(variants), {v: [] for v in variants}
     for r in range(rounds + 1):
         for v in names[r % len(names):] + names[:r % len(names)]:  # rotate the order: no variant always runs first
             wall, cpu = time.perf_counter(), time.process_time()
@@ -151,7 +156,11 @@ def main() -> None:
     p.add_argument("--cases", default="fixed:tiny,fixed:small,learning:tiny,learning:small",
                    help="workload:model pairs to time")
     p.add_argument("--out-dir", default=os.path.join("bench", "results"))
+    p.add_argument("--variants", choices=["attention", "packing"], default="attention",
+                   help="attention: the bf16 attention levers (decode-bf16-<kind>); packing: oneDNN-prepacked "
+                        "projections against plain ones, fp32 and bf16 (decode-packing-<kind>)")
     a = p.parse_args()
+    variants = ATTENTION if a.variants == "attention" else PACKING
     torch.set_num_threads(a.threads)
     info = speed.machine()
     info["kind"] = speed.bench_kind(info["cpu_flags"])
@@ -164,23 +173,24 @@ def main() -> None:
             for name, m in speed.build_models(kind, [n for k, n in cases if k == kind], tmp).items():
                 model, tok = load_causal_lm(m["path"]).eval(), load_tokenizer(m["path"])
                 print(f"[{kind}/{name}]", file=sys.stderr, flush=True)
-                for v, r in time_variants(model, tok, kind, a.rounds).items():
+                for v, r in time_variants(model, tok, kind, a.rounds, variants).items():
                     results.append({"workload": kind, "model": name, "variant": v, **r})
                 if a.profile and kind == "fixed" and name == "small":
-                    profiles = {v: profile_decode(model, tok, v) for v in VARIANTS}
+                    profiles = {v: profile_decode(model, tok, v) for v in variants}
     write(results, profiles, info, a)
 
 
 def write(results, profiles, info, a) -> None:
     command = shlex.join([os.path.relpath(sys.executable, ROOT), *sys.argv])
-    lines = [f"CPU: {info['cpu_model']} ({info['cpu_count']} cores, shared with other jobs), kind **{info['kind']}**; "
+    b16, b32 = ("bf16 sdpa", "fp32 sdpa") if a.variants == "attention" else ("bf16 kv32-bmm", "fp32 bmm")  # baselines
+    lines = [f"CPU: {info['cpu_model']} ({info['cpu_count']} cores; 1-min load average {os.getloadavg()[0]:.2f} at the end), kind **{info['kind']}**; "
              f"{a.threads} threads; medians of {a.rounds} rounds, variants alternated within each round.\n",
-             "| workload | model | variant | generate wall s | CPU s | vs bf16 sdpa (wall) | vs fp32 sdpa (wall) |",
+             f"| workload | model | variant | generate wall s | CPU s | vs {b16} (wall) | vs {b32} (wall) |",
              "| --- | --- | --- | --- | --- | --- | --- |"]
     for r in results:
         same = {x["variant"]: x for x in results if x["workload"] == r["workload"] and x["model"] == r["model"]}
         lines.append(f"| {r['workload']} | {r['model']} | {r['variant']} | {r['wall_s']:.3f} | {r['cpu_s']:.3f} "
-                     f"| {same['bf16 sdpa']['wall_s'] / r['wall_s']:.2f}x | {same['fp32 sdpa']['wall_s'] / r['wall_s']:.2f}x |")
+                     f"| {same[b16]['wall_s'] / r['wall_s']:.2f}x | {same[b32]['wall_s'] / r['wall_s']:.2f}x |")
     if profiles:
         cats = ["projections", "attention", "casts and copies", "other ops", "total decode step", "sampling"]
         lines += ["\nOne decode step of fixed/small (32 rows), ms, from torch.profiler self times; 'outside ops' is "
@@ -192,7 +202,7 @@ def write(results, profiles, info, a) -> None:
     lines.append(f"\nCommand: `{command}`")
     table = "\n".join(lines) + "\n"
     os.makedirs(a.out_dir, exist_ok=True)
-    stem = os.path.join(a.out_dir, f"decode-bf16-{info['kind']}")
+    stem = os.path.join(a.out_dir, f"decode-{'bf16' if a.variants == 'attention' else 'packing'}-{info['kind']}")
     with open(stem + ".json", "w") as f:
         json.dump({"command": command, "machine": info, "results": results, "profiles": profiles}, f, indent=1)
     with open(stem + ".md", "w") as f:

@@ -155,7 +155,7 @@ def update_parts(f: Forward, d: ModelDims, rows: int, n: int, p: int, t: int, lm
 
 
 def generation_parts(d: ModelDims, rows: int, n: int, p: int, t: int, bf16: bool, do_sample: bool,
-                     lean: bool) -> dict[str, int]:
+                     lean: bool, packed: bool = False) -> dict[str, int]:
     """One generate chunk of `rows` responses to prompts of p tokens (rollout/hf.py), the larger of
       prefill: each distinct prompt's forward (a layer's transient, its KV cache) and, when rows share
                prompts, the cache given to every row (index_select, layer by layer);
@@ -168,7 +168,7 @@ def generation_parts(d: ModelDims, rows: int, n: int, p: int, t: int, bf16: bool
     decode = {"KV cache": kv_cache_bytes(d, rows, p + t, BF16 if bf16 and not lean else FP32),
               "sampling logits": sampling_bytes(d, rows, do_sample)}
     if lean:
-        decode["decoder weights"] = decode_weight_bytes(d, bf16)
+        decode["decoder weights"] = decode_weight_bytes(d, bf16, packed)
     if bf16:
         prefill["bf16 weight copies (autocast)"] = autocast_weight_bytes(d)
     return _larger(prefill, decode)
@@ -218,7 +218,9 @@ def generation_phases(cfg: RLConfig, d: ModelDims, world: int, gathered: dict[st
             phases.append(Phase(name, {"sampled token logits": FP32 * k * d.vocab}, key, k))
             continue
         lean = r.lean_decode and _model_type(cfg) in FAMILY
-        parts = generation_parts(d, k, n, s - t, t, r.dtype == "bfloat16", sample, lean)
+        # packed only on an x86 CPU (rollout/decode.can_pack): counted wherever asked for, the larger estimate
+        packed = lean and r.pack_weights and not cfg.trainer.device.startswith("cuda")
+        parts = generation_parts(d, k, n, s - t, t, r.dtype == "bfloat16", sample, lean, packed)
         phases.append(Phase(name, {**gathered, **parts}, key, k))
     return phases
 

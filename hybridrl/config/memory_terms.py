@@ -230,12 +230,17 @@ def layer_transient_bytes(d: ModelDims, seg: Segment, attention: str = "sdpa", a
     return act * seg.rows * (4 * d.hidden * q + max(attn, mlp))
 
 
-def decode_weight_bytes(d: ModelDims, bf16: bool) -> int:
+def decode_weight_bytes(d: ModelDims, bf16: bool, packed: bool = False) -> int:
     """rollout/decode.py's LeanDecoder, built per generate call: in fp32 it concatenates each layer's q, k, v
     and its gate, up weights into one matrix each (new tensors: h·(a + 2·kv)·dh + 2·h·I per layer); in bf16
-    (rollout.dtype=bfloat16) it holds a bf16 copy of every weight (tied embeddings once)."""
+    (rollout.dtype=bfloat16) it holds a bf16 copy of every weight (tied embeddings once). Packed
+    (rollout.pack_weights): every projection and the LM head in oneDNN's layout, new tensors that replace the
+    concatenations or bf16 copies; the embedding lookup keeps its matrix, so a tied head is held twice."""
+    tied_head = d.vocab * d.hidden if d.head_params == 0 else 0
     if bf16:
-        return BF16 * d.params
+        return BF16 * (d.params + (tied_head if packed else 0))
+    if packed:
+        return FP32 * d.matmul_params
     per_layer = d.hidden * (d.heads + 2 * d.kv_heads) * d.head_dim + 2 * d.hidden * d.intermediate
     return FP32 * d.layers * per_layer
 

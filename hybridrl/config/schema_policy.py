@@ -191,6 +191,10 @@ class RolloutConfig:
     lean_decode: bool = doc(True, "hf: decode Llama-family models (qwen2, llama, mistral) with fused projections "
                                   "and no per-call module machinery (same logits); false: the module's own forward "
                                   "with a static KV cache")
+    pack_weights: bool = doc(True, "hf + lean_decode on an x86 CPU: after 8 decode steps, reorder the projection "
+                                   "weights into oneDNN's blocked layout and multiply by them there (bf16: the same "
+                                   "logits, ~10 % faster generation; fp32: ~25 % faster on AVX-512, logits within "
+                                   "float rounding, ~3e-6 relative, of the plain matmul's); false: plain matmuls")
     max_num_seqs: int = doc(1024, "most responses one worker generates at once (bounds the KV cache); more are "
                                   "generated in chunks with the same samples", ge=1)
     val_kwargs: ValKwargs = field(default_factory=ValKwargs)

@@ -19,6 +19,10 @@ from hybridrl.rollout.base import Generation, RolloutEngine, SamplingParams
 from hybridrl.rollout.keyed import KeyedDraws, uniforms
 from hybridrl.rollout.partial import WeightInbox
 
+# decode steps before the lean decoder packs its weights (rollout.pack_weights): reordering them costs about what
+# 4-5 packed steps save on the bench models, so generations that end sooner (EOS) never pay for it
+PACK_AFTER = 8
+
 # on_step(start, t, tokens [n], live [n]) -> None or a bool [n] of rows to end after token t. Called once per
 # decoding step of each chunk; rows start .. start + n - 1 of the call; tokens is the pad id on ended rows.
 StepCallback = Callable[[int, int, Tensor, Tensor], Optional[Tensor]]
@@ -60,12 +64,13 @@ def choose_tokens(logits: Tensor, sampling: SamplingParams, u: Tensor | None) ->
 class HFRolloutEngine(RolloutEngine):
     def __init__(self, module, eos_token_ids: list[int], pad_token_id: int, seed: int = 0, max_num_seqs: int = 1024,
                  share_prompts: bool = True, lean_decode: bool = True, precision: Precision = FP32,
-                 own_copy: bool = False):
+                 own_copy: bool = False, pack_weights: bool = True):
         self.module = module
         # own_copy: the module is the engine's alone (an async rollout worker's), so load_weights replaces it
         self.shares_weights = not own_copy
         self.precision = precision  # rollout.dtype=bfloat16: bf16 prefill (autocast) and bf16 lean-decode weights
         self.lean_decode = lean_decode  # Llama-family decode steps without the module's machinery (rollout/decode.py)
+        self.pack_weights = pack_weights  # the lean decoder's projections in oneDNN's layout after PACK_AFTER steps
         self.share_prompts = share_prompts  # prefill each distinct prompt once (models/forward.prefill_distinct)
         self.max_num_seqs = max_num_seqs  # responses per KV cache (rollout.max_num_seqs)
         self.eos = torch.tensor(eos_token_ids, dtype=torch.long)
@@ -129,7 +134,8 @@ class HFRolloutEngine(RolloutEngine):
 
         if self.lean_decode and decode.supports(self.module):
             dtype = self.precision.compute if self.precision.mixed else None  # None: the module's own
-            lean = decode.LeanDecoder(self.module, len(attn), P + T, dtype)
+            pack = self.pack_weights and decode.can_pack(attn.device)
+            lean = decode.LeanDecoder(self.module, len(attn), P + T, dtype, pack_after=PACK_AFTER if pack else None)
             for i, layer in enumerate(cache.layers):
                 lean.fill(i, layer.keys, layer.values)
                 layer.keys = layer.values = None  # the prompt's cache is released as it is copied (memory)

@@ -151,6 +151,7 @@ def _engine(cfg: RLConfig, module, tokenizer, sharding, seat: RolloutSeat = ONE_
         return HFRolloutEngine(module, eos, tokenizer.pad_token_id, seed=seed, max_num_seqs=rollout.max_num_seqs,
                                share_prompts=cfg.actor_rollout_ref.model.share_prompt_prefix,
                                lean_decode=rollout.lean_decode, own_copy=own_copy,
+                               pack_weights=rollout.pack_weights,
                                precision=Precision.of(rollout_compute_dtype(cfg), device=cfg.trainer.device))
     from hybridrl.rollout.vllm import VLLMRolloutEngine, VLLMSettings
 

@@ -80,9 +80,15 @@ def test_breakdown_by_hand(fake_model):
     #   6 queries and 6 keys: 96 + 144 + 96 + 48 + 36 = 420) and the MLP (3·16·6 = 288):
     #   (32·6 + 420) x 3 rows x 4 B = 7344; its KV cache 2 · 2 layers · 1 kv head · 4 dims = 16 values per token
     #   x 3 x 6 x 4 B = 1152 (no copy to other rows: every row has its own prompt here)
-    #   decode: KV cache 16 x 3 x 8 x 4 = 1536, sampling 5 x 3 x 32 x 4 = 1920, fused q|k|v (8·16) and gate|up
-    #   (8·32) of 2 layers x 4 B = 3072: 6528 < 8496, so the prefill is the rollout's peak
-    assert phases["rollout"] == {"prefill layer transient": 7344, "prompt KV cache": 1152}
+    #   decode: KV cache 16 x 3 x 8 x 4 = 1536, sampling 5 x 3 x 32 x 4 = 1920, and the decoder's weights packed
+    #   (rollout.pack_weights): q, k, v, o (8·8 + 2·8·4 + 8·8 = 192) and gate, up, down (3·8·16 = 384) of 2 layers
+    #   plus the tied head's own copy (32·8 = 256) = 1408 x 4 B = 5632: 9088 > 8496, so the decode is the peak
+    assert phases["rollout"] == {"KV cache": 1536, "sampling logits": 1920, "decoder weights": 5632}
+    #   unpacked, only the fused q|k|v (8·16) and gate|up (8·32) of 2 layers x 4 B = 3072 are new: 6528 < 8496
+    (pool,) = report_of(fake_overrides(fake_model, "actor_rollout_ref.model.share_prompt_prefix=false",
+                                       "actor_rollout_ref.rollout.pack_weights=false")).pools
+    assert {ph.name: ph.parts for ph in pool.phases}["rollout"] == {"prefill layer transient": 7344,
+                                                                     "prompt KV cache": 1152}
     # policy log-probs over micro-batches of min(3, 4 rows) = 3 padded rows of S = 8: a layer holds
     #   (stream 4·8·8 = 256 + attention 128 + 192 + 128 + 64 + 64 = 576 > MLP 384) x 3 x 4 B = 9984, more than the
     #   logits after it ([3, 8, 32] + 2 x [3, 2, 32] x 4 B = 4608)

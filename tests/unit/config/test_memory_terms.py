@@ -190,3 +190,25 @@ def test_decoder_weights_and_cache_equal_the_lean_decoders(gqa_model, bf16):
            if t.untyped_storage().data_ptr() not in own}
     # (the fused q|k|v bias, 512 bytes a layer here, is not counted)
     assert sum(new.values()) == pytest.approx(decode_weight_bytes(d, bf16), rel=0.01)
+
+
+@pytest.mark.parametrize("bf16", [False, True])
+def test_packed_decoder_weights_equal_the_estimate(gqa_model, bf16):
+    """rollout.pack_weights: oneDNN-layout copies (opaque tensors: numel x element size) of every projection and
+    the head, in place of the plain decoder's concatenations or bf16 copies; the tied head is held twice."""
+    from hybridrl.rollout.decode import LeanDecoder, can_pack
+
+    if not can_pack("cpu"):
+        pytest.skip("oneDNN's prepacked linear is x86 CPU only")
+    model, d = gqa_model
+    lean = LeanDecoder(model, 3, P + T, torch.bfloat16 if bf16 else None, pack_after=0)
+    own = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    packed = [lean.lm_head, *[t for layer in lean.layers for t in layer if t is not None and t.is_mkldnn]]
+    plain = [t for t in [lean.embed, lean.norm, *[t for layer in lean.layers for t in layer if t is not None]]
+             if not t.is_mkldnn and t.untyped_storage().data_ptr() not in own]
+    size = sum(t.numel() * t.element_size() for t in packed) + sum(t.nbytes for t in plain)
+    if bf16:  # the norms' and biases' small bf16 copies are in d.params; the fp32 path leaves them the module's
+        assert size == pytest.approx(decode_weight_bytes(d, bf16, packed=True), rel=0.01)
+    else:
+        assert size - sum(t.nbytes for t in plain) == decode_weight_bytes(d, bf16, packed=True)
+    assert decode_weight_bytes(d, bf16, packed=True) > decode_weight_bytes(d, bf16)  # the tied head twice (fp32: more)

@@ -150,3 +150,70 @@ def test_ignore_eos_generates_every_token():
     full = engine.generate(ids, mask, SamplingParams(**sampling, ignore_eos=True), torch.arange(3))
     assert full.response_mask.tolist() == [[1] * 6] * 3  # generation went on after the EOS
     assert (full.response_ids[:, 0] == 5).all() and torch.equal(full.log_probs[:, 0], stopped.log_probs[:, 0])
+
+
+def lean_logits(model, ids, mask, P, T, **kwargs) -> list[torch.Tensor]:
+    """Each decode step's logits of a LeanDecoder over ids [N, P + T] (the prompt's cache from the module)."""
+    positions = position_ids_of(mask)
+    cache = DynamicCache()
+    with torch.no_grad():
+        model(input_ids=ids[:, :P], attention_mask=mask[:, :P], position_ids=positions[:, :P], past_key_values=cache,
+              use_cache=True)
+    lean = decode.LeanDecoder(model, len(ids), P + T, **kwargs)
+    for i, layer in enumerate(cache.layers):
+        lean.fill(i, layer.keys, layer.values)
+    out = [lean.step(ids[:, P + t], positions[:, P + t], P + t, mask[:, :P + t + 1].bool()) for t in range(T)]
+    return out, lean
+
+
+packing = pytest.mark.skipif(not decode.can_pack("cpu"), reason="oneDNN's prepacked linear is x86 CPU only")
+
+
+@packing
+@pytest.mark.parametrize("extra", [{}, {"attention_bias": True, "tie_word_embeddings": True}])
+def test_packed_weights_give_the_plain_decoders_logits(extra):
+    """bf16: oneDNN runs F.linear and addmm too, so packing changes no bit, also when it happens mid-generation;
+    fp32: the packed matmul is oneDNN's against MKL's sgemm, equal to float rounding."""
+    common = dict(vocab_size=64, hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
+                  num_key_value_heads=2, max_position_embeddings=64, **extra)
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(LlamaConfig(**common)).eval()
+    N, P, T = 4, 5, 6
+    ids = torch.randint(0, 64, (N, P + T))
+    mask = torch.ones(N, P + T, dtype=torch.long)
+    mask[0, :2] = 0
+    plain, lean = lean_logits(model, ids, mask, P, T, dtype=torch.bfloat16)
+    assert not lean.packed
+    for after in (0, 3):
+        packed, lean = lean_logits(model, ids, mask, P, T, dtype=torch.bfloat16, pack_after=after)
+        assert lean.packed and lean.steps == T
+        assert all(torch.equal(a, b) for a, b in zip(plain, packed)), after
+        assert lean.lm_head.is_mkldnn and not lean.embed.is_mkldnn  # a tied head: a packed copy, the lookup plain
+        assert all(layer[i].is_mkldnn for layer in lean.layers for i in (1, 3, 6, 7))  # qkv, o, gate|up, down
+    plain32, _ = lean_logits(model, ids, mask, P, T)
+    packed32, lean = lean_logits(model, ids, mask, P, T, pack_after=2)
+    assert lean.packed
+    assert all(torch.allclose(a, b, rtol=0, atol=1e-5) for a, b in zip(plain32, packed32))
+    assert all(torch.equal(a, b) for a, b in zip(plain32[:2], packed32[:2]))  # before the switch: the plain path
+
+
+@packing
+def test_engine_packs_only_past_pack_after_and_only_when_asked(monkeypatch):
+    from hybridrl.rollout import hf
+
+    model = small("llama", 2)
+    made = []
+    real = decode.LeanDecoder
+
+    def spy(*args, **kwargs):
+        made.append(real(*args, **kwargs))
+        return made[-1]
+
+    monkeypatch.setattr(decode, "LeanDecoder", spy)
+    ids = torch.randint(0, 64, (2, 4))
+    mask = torch.ones_like(ids)
+    for pack, new_tokens, packed in [(True, hf.PACK_AFTER + 2, True), (True, hf.PACK_AFTER - 1, False),
+                                     (False, hf.PACK_AFTER + 2, False)]:
+        engine = HFRolloutEngine(model, [63], 0, pack_weights=pack)
+        engine.generate_keyed(ids, mask, SamplingParams(max_new_tokens=new_tokens, ignore_eos=True), torch.arange(2))
+        assert made[-1].packed is packed, (pack, new_tokens)
