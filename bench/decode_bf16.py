@@ -140,7 +140,7 @@ def profile_decode(model, tok, variant: str) -> dict[str, float]:
         sampling_s = time.perf_counter() - sampling_s
     per_step = {"sampling": 1e3 * sampling_s / (T - 1), "total decode step": 1e3 * wall / (T - 1), "in ops": 0.0}
     for e in prof.key_averages():
-        if e.key.startswith("aten::"):
+        if e.key.startswith(("aten::", "mkldnn::")):  # mkldnn::_linear_pointwise: the packed projections
             name = e.key.split("::")[-1]
             cat = next((c for c, parts in CATEGORIES if any(p in name for p in parts)), "other ops")
             per_step[cat] = per_step.get(cat, 0.0) + e.self_cpu_time_total / 1e3 / (T - 1)

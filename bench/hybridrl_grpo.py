@@ -79,6 +79,31 @@ def category(op: str) -> str:
     return next((c for c, parts in CATEGORIES if any(p in name for p in parts)), "other elementwise ops")
 
 
+def linear_flops(shapes: list) -> int:
+    """FLOPs of oneDNN's prepacked linear (rollout.pack_weights), which the profiler does not count, from its
+    input shapes: (x [..., K], W [N, K], bias, attr, scalars, algorithm), or for the fused add (the `binary`
+    overload, five inputs) (x, other, W, bias, attr)."""
+    x, w = (shapes[0], shapes[2]) if len(shapes) == 5 else (shapes[0], shapes[1])
+    rows = 1
+    for size in x[:-1]:
+        rows *= size
+    return 2 * rows * w[0] * w[1] if len(w) == 2 else 0
+
+
+def op_totals(prof) -> list[tuple[str, float, int, int]]:
+    """(op, self seconds, calls, FLOPs) of every aten and oneDNN (mkldnn::) op of a profile."""
+    totals: dict[str, list] = {}
+    for e in prof.key_averages(group_by_input_shape=True):
+        if not e.key.startswith(("aten::", "mkldnn::")):
+            continue
+        flops = e.flops or 0
+        if e.key.startswith("mkldnn::_linear_pointwise"):
+            flops = e.count * linear_flops(e.input_shapes)
+        t = totals.setdefault(e.key, [0.0, 0, 0])
+        t[0], t[1], t[2] = t[0] + e.self_cpu_time_total / 1e6, t[1] + e.count, t[2] + flops
+    return [(k, sec, n, fl) for k, (sec, n, fl) in totals.items()]
+
+
 def profile_step(trainer, step: int, path: str) -> None:
     """One more step under torch.profiler: self time of the ops by category and the top ops, and the
     share of the step's wall time spent outside any op (Python, the framework's own work)."""
@@ -86,11 +111,10 @@ def profile_step(trainer, step: int, path: str) -> None:
     from torch.profiler import ProfilerActivity, profile
 
     wall = time.perf_counter()
-    with profile(activities=[ProfilerActivity.CPU], with_flops=True) as prof:  # FLOPs of mm/addmm/bmm/baddbmm
+    with profile(activities=[ProfilerActivity.CPU], with_flops=True, record_shapes=True) as prof:
         m = trainer.train_step(step)
     wall = time.perf_counter() - wall
-    ops = [(e.key, e.self_cpu_time_total / 1e6, e.count, e.flops or 0) for e in prof.key_averages()
-           if e.key.startswith("aten::")]
+    ops = op_totals(prof)
     by_cat: dict[str, float] = {}
     for key, seconds, _, _ in ops:
         kind = category(key)

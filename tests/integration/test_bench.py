@@ -142,3 +142,26 @@ def test_summary_medians_and_speedups():
     assert rows[2]["speedup"] == 4.0 and rows[2]["cpu_speedup"] == 2.0 and rows[0]["speedup"] == 1.0
     assert rows[2]["speedup_vs_best"] == 2.0 and rows[0]["speedup_vs_best"] == 0.5  # TRL's best is its bf16 row
     assert rows[3]["speedup_vs_best"] == 1.0  # models never mix
+
+
+def test_the_profile_counts_the_packed_projections_as_matmuls_with_their_flops():
+    """rollout.pack_weights runs projections as mkldnn::_linear_pointwise, which torch.profiler neither names
+    aten:: nor counts FLOPs for: the step profile adds both (else they land in 'outside ops')."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    import hybridrl_grpo
+    from hybridrl.rollout.decode import can_pack
+
+    if not can_pack("cpu"):
+        pytest.skip("oneDNN's prepacked linear is x86 CPU only")
+    w, x, other = torch.randn(64, 32), torch.randn(2, 4, 32), torch.randn(2, 4, 64)
+    packed = torch.ops.mkldnn._reorder_linear_weight(w, 8)
+    with profile(activities=[ProfilerActivity.CPU], with_flops=True, record_shapes=True) as prof:
+        torch.ops.mkldnn._linear_pointwise(x, packed, None, "none", [], "")
+        torch.ops.mkldnn._linear_pointwise.binary(x.view(8, 32), other.view(8, 64), packed, None, "add")
+        torch.mm(x.view(8, 32), w.t())
+    got = {op: (calls, flops) for op, _, calls, flops in hybridrl_grpo.op_totals(prof)}
+    assert got["mkldnn::_linear_pointwise"] == (2, 2 * (2 * 8 * 32 * 64))
+    assert got["aten::mm"] == (1, 2 * 8 * 32 * 64)
+    assert hybridrl_grpo.category("mkldnn::_linear_pointwise") == "matmul"
