@@ -161,6 +161,9 @@ def main() -> None:
                         "projections against plain ones, fp32 and bf16 (decode-packing-<kind>)")
     a = p.parse_args()
     variants = ATTENTION if a.variants == "attention" else PACKING
+    peaks = speed.measure_peaks(a.threads)
+    if peaks["bf16_gflops"] <= peaks["fp32_gflops"]:  # as bench/speed.py: bf16 emulated (no AVX512-BF16, or capped)
+        variants = [v for v in variants if VARIANTS[v][0] == "fp32"]
     torch.set_num_threads(a.threads)
     info = speed.machine()
     info["kind"] = speed.bench_kind(info["cpu_flags"])
@@ -183,14 +186,16 @@ def main() -> None:
 def write(results, profiles, info, a) -> None:
     command = shlex.join([os.path.relpath(sys.executable, ROOT), *sys.argv])
     b16, b32 = ("bf16 sdpa", "fp32 sdpa") if a.variants == "attention" else ("bf16 kv32-bmm", "fp32 bmm")  # baselines
-    lines = [f"CPU: {info['cpu_model']} ({info['cpu_count']} cores; 1-min load average {os.getloadavg()[0]:.2f} at the end), kind **{info['kind']}**; "
+    lines = [f"CPU: {info['cpu_model']} ({info['cpu_count']} cores; 1-min load average {os.getloadavg()[0]:.2f} at the end), kind **{info['kind']}**"
+             f"{''.join(f', {k}={v}' for k, v in info.get('isa_caps', {}).items())}; "
              f"{a.threads} threads; medians of {a.rounds} rounds, variants alternated within each round.\n",
              f"| workload | model | variant | generate wall s | CPU s | vs {b16} (wall) | vs {b32} (wall) |",
              "| --- | --- | --- | --- | --- | --- | --- |"]
     for r in results:
         same = {x["variant"]: x for x in results if x["workload"] == r["workload"] and x["model"] == r["model"]}
+        vs = lambda base: f"{same[base]['wall_s'] / r['wall_s']:.2f}x" if base in same else "n/a"  # noqa: E731
         lines.append(f"| {r['workload']} | {r['model']} | {r['variant']} | {r['wall_s']:.3f} | {r['cpu_s']:.3f} "
-                     f"| {same[b16]['wall_s'] / r['wall_s']:.2f}x | {same[b32]['wall_s'] / r['wall_s']:.2f}x |")
+                     f"| {vs(b16)} | {vs(b32)} |")
     if profiles:
         cats = ["projections", "attention", "casts and copies", "other ops", "total decode step", "sampling"]
         lines += ["\nOne decode step of fixed/small (32 rows), ms, from torch.profiler self times; 'outside ops' is "

@@ -69,6 +69,7 @@ class Config:
     needs: str = ""  # a module the row needs (skipped, and said so, when it is not installed)
     bf16: bool = False  # bf16 compute (runs only where this CPU has fast bf16)
     compile: bool = False  # TRL's torch_compile=True
+    optional: bool = False  # a failure drops the row (said in the results) instead of stopping the bench
     workloads: tuple[str, ...] = workload.WORKLOADS
 
     @property
@@ -89,9 +90,12 @@ CONFIGS = [  # the first row is the reference of every "vs TRL" speed-up; TRL's 
     # TRL's other CPU option (TrainingArguments.torch_compile). Fixed work only: with EOS on, every new
     # response length recompiles (measured on tiny-arith: 1.8-2.6 s/step for 8 steps, then 0.19 s once the
     # shapes repeat, against 0.17 s without compiling), so a short run would only time the compiler.
-    Config("trl-compile", "TRL GRPOTrainer, torch_compile=True (fp32)", "trl", compile=True, workloads=FIXED),
+    # Optional: under ATEN_CPU_CAPABILITY=avx2 on an AVX-512 CPU its compiled generate sampled from NaN
+    # probabilities (torch.multinomial refused), which is TRL's / inductor's failure, not a reason to lose the rest.
+    Config("trl-compile", "TRL GRPOTrainer, torch_compile=True (fp32)", "trl", compile=True, workloads=FIXED,
+           optional=True),
     Config("trl-bf16-compile", "TRL GRPOTrainer, bf16=True, torch_compile=True", "trl", bf16=True, compile=True,
-           workloads=FIXED),
+           workloads=FIXED, optional=True),
     Config("hybridrl-allpasses", "hybridrl, every pass (old log-probs and reference recomputed, as verl does)",
            "hybridrl", [*LIKE, "algorithm.use_kl_in_reward=true", "algorithm.kl_ctrl.kl_coef=0.0"], workloads=FIXED),
     Config("hybridrl-like", "hybridrl, like-for-like (hf rollout, fp32, only the passes GRPO needs)", "hybridrl",
@@ -228,8 +232,13 @@ def machine() -> dict:
             "trl_venv": trl, "isa_caps": {k: os.environ[k] for k in ISA_CAPS if os.environ.get(k)}}
 
 
+class RowFailed(Exception):
+    """An optional row's run failed; the message is its error line."""
+
+
 def run(cfg: Config, kind: str, model: str, steps: int, threads: int, out: str, log: str) -> list[dict]:
-    """One fresh process of `steps` steps; its step records. Exits with the log's tail on failure."""
+    """One fresh process of `steps` steps; its step records. Exits with the log's tail on failure (an optional
+    row raises RowFailed instead)."""
     script = os.path.join(HERE, f"{cfg.runner}_grpo.py")
     python = TRL_PY if cfg.runner == "trl" else sys.executable
     args = [python, script, "--model", model, "--steps", str(steps), "--threads", str(threads), "--out", out,
@@ -239,6 +248,8 @@ def run(cfg: Config, kind: str, model: str, steps: int, threads: int, out: str, 
         done = subprocess.run(args, stdout=f, stderr=subprocess.STDOUT, cwd=ROOT)
     if done.returncode:
         tail = open(log).read().splitlines()[-40:]
+        if cfg.optional:
+            raise RowFailed(next((line for line in reversed(tail) if "Error" in line), f"exit {done.returncode}"))
         sys.exit(f"{cfg.name} on {model} failed (exit {done.returncode}); {log} ends:\n" + "\n".join(tail))
     # Another process on the cores slows a multi-threaded run several-fold (its threads wait on each other):
     # the load average at the end of each run tells such runs apart in the results.
@@ -309,7 +320,8 @@ def add_speedups(rows: list[dict]) -> None:
         row["speedup_vs_best"] = best["step_s"] / row["step_s"] if best else None
 
 
-def markdown(rows: list[dict], models: dict, peaks: dict, info: dict, command: str) -> str:
+def markdown(rows: list[dict], models: dict, peaks: dict, info: dict, command: str,
+             failed: list[dict] = ()) -> str:
     x = lambda v: f"{v:.2f}x" if v is not None else "n/a"  # noqa: E731
     pct = lambda v: f"{100 * v:.1f} %"  # noqa: E731
     caps = " ".join(f"{k}={v}" for k, v in info.get("isa_caps", {}).items())
@@ -354,6 +366,8 @@ def markdown(rows: list[dict], models: dict, peaks: dict, info: dict, command: s
         for r in phased:
             out.append(f"| {r['workload']} | {r['model']} | {r['config']} | "
                        + " | ".join(f"{r['phases'].get(k, 0.0):.3f}" for k in keys) + f" | {r['step_s']:.3f} |")
+    for f in failed:
+        out.append(f"\n{f['workload']}/{f['model']}: the row \"{f['label']}\" failed and is left out: {f['error']}")
     out.append(f"\nCommand: `{command}`")
     return "\n".join(out) + "\n"
 
@@ -400,7 +414,7 @@ def main() -> None:
     peaks["fast_bf16"] = peaks["bf16_gflops"] > peaks["fp32_gflops"]
     if not peaks["fast_bf16"]:
         configs = [c for c in configs if not c.bf16]
-    rows, models = [], {}
+    rows, models, failed = [], {}, []
     with tempfile.TemporaryDirectory() as tmp:
         for kind in kinds:
             models[kind] = build_models(kind, names, tmp)
@@ -408,12 +422,18 @@ def main() -> None:
                 mine = [c for c in configs if kind in c.workloads]
                 pooled: dict[str, list[dict]] = {c.name: [] for c in mine}
                 for i in range(rounds):
-                    for cfg in mine:  # alternate: A B C A B C ...
+                    for cfg in list(mine):  # alternate: A B C A B C ...
                         print(f"[{kind}/{name}] round {i + 1}/{rounds}: {cfg.name}", file=sys.stderr, flush=True)
                         out = os.path.join(tmp, f"{kind}-{name}-{cfg.name}-{i}.jsonl")
                         log = os.path.join(tmp, f"{kind}-{name}-{cfg.name}-{i}.log")
-                        pooled[cfg.name] += run(cfg, kind, models[kind][name]["path"], steps, a.threads, out,
-                                                log)[warmup:]
+                        try:
+                            pooled[cfg.name] += run(cfg, kind, models[kind][name]["path"], steps, a.threads, out,
+                                                    log)[warmup:]
+                        except RowFailed as e:
+                            print(f"{cfg.name} failed on {kind}/{name}, left out: {e}", file=sys.stderr)
+                            failed.append({"workload": kind, "model": name, "config": cfg.name, "label": cfg.label,
+                                           "error": str(e)})
+                            mine.remove(cfg)
                 for cfg in mine:
                     peak = peaks["bf16_gflops" if cfg.bf16 else "fp32_gflops"] * 1e9
                     stats = summarize(pooled[cfg.name], models[kind][name], cfg.shares_prompts, peak)
@@ -424,7 +444,7 @@ def main() -> None:
     add_speedups(rows)
 
     info["kind"] = bench_kind(info["cpu_flags"])
-    table = markdown(rows, models, peaks, info, command)
+    table = markdown(rows, models, peaks, info, command, failed)
     for per_kind in models.values():
         for m in per_kind.values():
             m["path"] = os.path.relpath(m["path"], ROOT) if m["path"].startswith(ROOT) else "(temporary)"
@@ -433,7 +453,7 @@ def main() -> None:
               "workload": {"prompts_per_step": workload.PROMPTS_PER_STEP,
                            "samples_per_prompt": workload.SAMPLES_PER_PROMPT, "new_tokens": workload.NEW_TOKENS,
                            "lr": workload.LR, "seed": workload.SEED, "small_sft_steps": SMALL_SFT_STEPS},
-              "machine": info, "peaks": peaks, "models": models, "rows": rows}
+              "machine": info, "peaks": peaks, "models": models, "rows": rows, "failed_rows": failed}
     stem = os.path.join(a.out_dir, f"speed-{info['kind']}")
     with open(stem + ".json", "w") as f:
         json.dump(result, f, indent=1)

@@ -165,3 +165,15 @@ def test_the_profile_counts_the_packed_projections_as_matmuls_with_their_flops()
     assert got["mkldnn::_linear_pointwise"] == (2, 2 * (2 * 8 * 32 * 64))
     assert got["aten::mm"] == (1, 2 * 8 * 32 * 64)
     assert hybridrl_grpo.category("mkldnn::_linear_pointwise") == "matmul"
+
+
+def test_an_optional_row_that_fails_is_reported_not_fatal(tmp_path):
+    """TRL's torch_compile rows may fail on a machine (they did under ATEN_CPU_CAPABILITY=avx2): such a row is
+    left out with its error line, while a failing core row still stops the bench with the log's tail."""
+    missing = str(tmp_path / "no-such-model")
+    args = ("fixed", missing, 1, 1, str(tmp_path / "out.jsonl"), str(tmp_path / "run.log"))
+    with pytest.raises(speed.RowFailed, match="Error"):
+        speed.run(speed.Config("x", "x", "hybridrl", optional=True), *args)
+    with pytest.raises(SystemExit, match="x on .*no-such-model failed"):
+        speed.run(speed.Config("x", "x", "hybridrl"), *args)
+    assert [c.name for c in speed.CONFIGS if c.optional] == ["trl-compile", "trl-bf16-compile"]
