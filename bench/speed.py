@@ -7,7 +7,10 @@ Workloads: "fixed" (random-init models, 32 tokens per response always: the engin
 "learning" (SFT'd models on the arithmetic task, EOS on: varying lengths and a realistic share of
 groups whose rewards are all equal, which carry no gradient). Each row is a configuration; TRL runs
 like-for-like (fp32) and, where this CPU has fast bf16 (measured bf16 matmul peak above fp32's), in
-bf16 too: speed-ups are given against TRL fp32 and against TRL's best.
+bf16 too, and with its torch_compile option (fixed workload; optional rows, left out with their error
+if they fail): speed-ups are given against TRL fp32 and against TRL's best (its fastest row).
+Run it under ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 on an AVX-512 CPU to emulate an AVX2-only
+one: the results are then filed as kind "avx2-emulated".
 
 Method, all in one invocation so that every figure shares the machine's state:
 - builds the random-init models once into a temp dir; the learning workload's "small" model gets a
@@ -405,7 +408,8 @@ def main() -> None:
     for c in missing:
         print(f"skipping {c.name}: {c.needs} is not installed (make vllm)", file=sys.stderr)
     configs = [c for c in configs if c not in missing]
-    command = shlex.join([os.path.relpath(sys.executable, ROOT), *sys.argv])
+    caps = [f"{k}={os.environ[k]}" for k in ISA_CAPS if os.environ.get(k)]  # an emulated kind's command names them
+    command = " ".join(caps + [shlex.join([os.path.relpath(sys.executable, ROOT), *sys.argv])])
     os.makedirs(a.out_dir, exist_ok=True)
 
     info = machine()
