@@ -19,7 +19,7 @@ psutil = pytest.importorskip("psutil")
 
 from hybridrl.models.loading import resolve_model_path  # noqa: E402
 from test_async import ASYNC, overrides, train  # noqa: E402
-from test_vllm_ray import cores_of, engine_processes, wait_gone  # noqa: E402
+from test_vllm_ray import engine_processes, names, settled_cores, wait_gone  # noqa: E402
 
 pytestmark = pytest.mark.slow
 VLLM = [*ASYNC, "actor_rollout_ref.rollout.name=vllm", "actor_rollout_ref.rollout.cpu_kv_cache_gb=0.25",
@@ -40,7 +40,8 @@ class Engines:
         actors = {"trainer": run.policy.pool.actors[0], "rollout": run.rollouts.pool.pool.actors[0]}
         self.found = {name: ray.get(a.__ray_call__.remote(_engine_of)) for name, a in actors.items()}
         self.processes = {name: engine_processes(pid) for name, (pid, _) in self.found.items()}
-        self.cores = {name: cores_of(p) for name, p in self.processes.items()}
+        self.cores = {name: settled_cores(pid) for name, (pid, _) in self.found.items()}
+        self.names = {name: names(pid) for name, (pid, _) in self.found.items()}  # for a failure message
 
     def assert_gone(self) -> None:
         for name, processes in self.processes.items():
@@ -69,7 +70,8 @@ def test_one_step_off_with_a_vllm_rollout_worker_trains_and_leaves_nothing(arith
     after = load_file(os.path.join(tmp_path, "global_step_4", "actor", "model.safetensors"))
     assert any(not torch.equal(v, after[k].to(v.dtype)) for k, v in before.items())
     if len(os.sched_getaffinity(0)) >= 2:  # the rollout engine binds to the share after the trainer worker's
-        assert engines.cores["rollout"] and not engines.cores["rollout"] & engines.cores["trainer"], engines.cores
+        assert engines.cores["rollout"] and not engines.cores["rollout"] & engines.cores["trainer"], (
+            engines.cores, engines.names)
     engines.assert_gone()
 
 
