@@ -162,7 +162,7 @@ def main() -> None:
     a = p.parse_args()
     variants = ATTENTION if a.variants == "attention" else PACKING
     peaks = speed.measure_peaks(a.threads)
-    if peaks["bf16_gflops"] <= peaks["fp32_gflops"]:  # as bench/speed.py: bf16 emulated (no AVX512-BF16, or capped)
+    if not peaks["fast_bf16"]:  # as bench/speed.py: bf16 emulated (no AVX512-BF16, or capped)
         variants = [v for v in variants if VARIANTS[v][0] == "fp32"]
     torch.set_num_threads(a.threads)
     info = speed.machine()

@@ -79,6 +79,12 @@ def category(op: str) -> str:
     return next((c for c, parts in CATEGORIES if any(p in name for p in parts)), "other elementwise ops")
 
 
+def token_counts(m: dict[str, float]) -> dict[str, int]:
+    """A step's generated and trained (prompt + response, non-padding) tokens, from its metrics."""
+    return {"gen_tokens": int(m["response_length/mean"] * workload.PROMPTS_PER_STEP * workload.SAMPLES_PER_PROMPT),
+            "train_tokens": int(m["perf/total_num_tokens"])}
+
+
 def linear_flops(shapes: list) -> int:
     """FLOPs of oneDNN's prepacked linear (rollout.pack_weights), which the profiler does not count, from its
     input shapes: (x [..., K], W [N, K], bias, attr, scalars, algorithm), or for the fused add (the `binary`
@@ -127,8 +133,7 @@ def profile_step(trainer, step: int, path: str) -> None:
                    # what the matmul kernels computed and how long they took: their achieved rate at these shapes
                    "matmul_flops": sum(o[3] for o in ops if category(o[0]) == "matmul"),
                    "matmul_s": by_cat.get("matmul", 0.0),
-                   "gen_tokens": int(m["response_length/mean"] * workload.PROMPTS_PER_STEP * workload.SAMPLES_PER_PROMPT),
-                   "train_tokens": int(m["perf/total_num_tokens"]),
+                   **token_counts(m),
                    "top_ops": [{"op": k, "self_s": sec, "calls": n} for k, sec, n, _ in top],
                    "threads": torch.get_num_threads()}, f, indent=1)
 
@@ -165,8 +170,7 @@ def main() -> None:
                 out.write(json.dumps({
                     "step_s": step_s, "cpu_s": time.process_time() - cpu, "gen_s": m["timing_s/gen"],
                     "rollout_s": rollout_s, "train_s": step_s - rollout_s,
-                    "gen_tokens": int(m["response_length/mean"] * workload.PROMPTS_PER_STEP * workload.SAMPLES_PER_PROMPT),
-                    "train_tokens": int(m["perf/total_num_tokens"]), "peak_rss_gb": rss / 2**30,
+                    **token_counts(m), "peak_rss_gb": rss / 2**30,
                     "zero_std_share": m["critic/frac_zero_std_groups"], "skipped_frac": m.get("actor/skipped_frac", 0.0),
                     "score": m["critic/score/mean"], "is_weight_mean": m.get("rollout_corr/is_weight_mean"),
                     "timing": phases(m),

@@ -58,12 +58,11 @@ def main() -> None:
     info["kind"] = speed.bench_kind(info["cpu_flags"])
     configs = {c.name: c for c in speed.CONFIGS}
     peaks = speed.measure_peaks(a.threads)
-    fast_bf16 = peaks["bf16_gflops"] > peaks["fp32_gflops"]
     results = []
     with tempfile.TemporaryDirectory() as tmp:
         models = {kind: speed.build_models(kind, ["tiny", "small"], tmp) for kind in {w for w, _, _ in CASES}}
         for kind, model, name in CASES:
-            if configs[name].bf16 and not fast_bf16:
+            if configs[name].bf16 and not peaks["fast_bf16"]:
                 continue  # as in bench/speed.py: no bf16 rows where bf16 matmuls are emulated
             cfg, out = configs[name], os.path.join(tmp, f"{kind}-{model}-{name}.json")
             print(f"[{kind}/{model}] {name}", file=sys.stderr, flush=True)

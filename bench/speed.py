@@ -54,6 +54,8 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 import workload  # noqa: E402
 
+from hybridrl.config.precision_auto import ONEDNN_ISA_ENV  # noqa: E402
+
 TRL_PY = os.path.join(HERE, ".venv-trl", "bin", "python")
 SEQS = workload.PROMPTS_PER_STEP * workload.SAMPLES_PER_PROMPT
 SHARE_KEY = "actor_rollout_ref.model.share_prompt_prefix"
@@ -128,13 +130,18 @@ def cpu_kind(flags: list[str]) -> str:
 # Emulating an AVX2-only CPU on an AVX-512 one: ATEN_CPU_CAPABILITY picks PyTorch's own kernels' ISA,
 # ONEDNN_MAX_CPU_ISA caps oneDNN, which runs the bf16 matmuls (measured here: 399 -> 2.2 GFLOP/s bf16,
 # fp32 unchanged at ~193: MKL's sgemm on this AMD EPYC runs AVX2 code either way).
-ISA_CAPS = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA")
+ISA_CAPS = ("ATEN_CPU_CAPABILITY", *ONEDNN_ISA_ENV)
+
+
+def isa_caps() -> dict[str, str]:
+    """The ISA caps set in this environment, as set."""
+    return {k: os.environ[k] for k in ISA_CAPS if os.environ.get(k)}
 
 
 def bench_kind(flags: list[str]) -> str:
     """The kind the results are filed under: the CPU's, or "avx2-emulated" / "<kind>-capped" when ISA caps
     are set, so that a capped run never lands in (or overwrites) the native kind's table."""
-    native, caps = cpu_kind(flags), {k: os.environ[k].strip().lower() for k in ISA_CAPS if os.environ.get(k)}
+    native, caps = cpu_kind(flags), {k: v.strip().lower() for k, v in isa_caps().items()}
     if not caps:
         return native
     if native.startswith("avx512") and set(caps.values()) == {"avx2"} and "ATEN_CPU_CAPABILITY" in caps:
@@ -215,7 +222,9 @@ def measure_peaks(threads: int) -> dict[str, float]:
     bf16 = measured_peak_flops("cpu", torch.bfloat16, size=256) / 1e9
     if bf16 > fp32 / 4:  # fast bf16 (AVX512_BF16, AMX): measure at fp32's size, where small matrices undersell it
         bf16 = measured_peak_flops("cpu", torch.bfloat16) / 1e9
-    return {"fp32_gflops": fp32, "bf16_gflops": bf16}
+    # the bf16 rows run only where bf16 matmuls beat fp32 ones: emulated (no AVX512_BF16/AMX, or oneDNN capped
+    # below it) they run at 1-3 GFLOP/s
+    return {"fp32_gflops": fp32, "bf16_gflops": bf16, "fast_bf16": bf16 > fp32}
 
 
 def machine() -> dict:
@@ -232,7 +241,7 @@ def machine() -> dict:
     return {"processor": platform.processor(), "cpu_model": name.group(1) if name else "",
             "cpu_count": os.cpu_count(), "cpu_flags": flags, "python": platform.python_version(),
             "torch": torch.__version__, "transformers": transformers.__version__,
-            "trl_venv": trl, "isa_caps": {k: os.environ[k] for k in ISA_CAPS if os.environ.get(k)}}
+            "trl_venv": trl, "isa_caps": isa_caps()}
 
 
 class RowFailed(Exception):
@@ -408,14 +417,12 @@ def main() -> None:
     for c in missing:
         print(f"skipping {c.name}: {c.needs} is not installed (make vllm)", file=sys.stderr)
     configs = [c for c in configs if c not in missing]
-    caps = [f"{k}={os.environ[k]}" for k in ISA_CAPS if os.environ.get(k)]  # an emulated kind's command names them
+    caps = [f"{k}={v}" for k, v in isa_caps().items()]  # an emulated kind's command names them
     command = " ".join(caps + [shlex.join([os.path.relpath(sys.executable, ROOT), *sys.argv])])
     os.makedirs(a.out_dir, exist_ok=True)
 
     info = machine()
     peaks = measure_peaks(a.threads)
-    # bf16 rows only where bf16 matmuls beat fp32 ones: without AVX512_BF16/AMX they run at ~1 GFLOP/s
-    peaks["fast_bf16"] = peaks["bf16_gflops"] > peaks["fp32_gflops"]
     if not peaks["fast_bf16"]:
         configs = [c for c in configs if not c.bf16]
     rows, models, failed = [], {}, []
