@@ -80,18 +80,39 @@ def _errors(app: FastAPI) -> None:
                             status_code=500)
 
 
+class _Runs:
+    """The runs the app serves (addressed by their position: run=0, 1, ...), the lock the request threads share
+    them under (their indexes and the step cache are read and filled lazily), and the step cache."""
+
+    def __init__(self, runs: list[RunFolder]):
+        self.runs, self.lock, self.cache = runs, threading.Lock(), StepCache()
+
+    def at(self, run: int) -> RunFolder:
+        if not 0 <= run < len(self.runs):
+            raise ViewError(f"no run {run}; runs are 0..{len(self.runs) - 1}")
+        return self.runs[run]
+
+    def groups(self, run: int, kind: str, step: int):
+        """(step's prompt groups, skipped lines) of run's `kind` generations; call under the lock."""
+        r = self.at(run)
+        return self.cache.groups(r.name, r.source(kind), step)
+
+
 def build_app(runs: list[RunFolder], api_key: Optional[str] = None) -> FastAPI:
     """The app over `runs` (addressed by their position: run=0, 1, ...)."""
     app = FastAPI(title="hybridrl view", docs_url=None, redoc_url=None, openapi_url=None)
     _errors(app)
-    lock = threading.Lock()  # the indexes and the step cache are shared by the request threads
-    cache = StepCache()
+    _page_routes(app)
+    api = APIRouter(prefix="/api", dependencies=[Depends(_authorize(api_key))])
+    state = _Runs(runs)
+    _run_routes(api, state)
+    _generation_routes(api, state)
+    app.include_router(api)
+    return app
 
-    def run_at(run: int) -> RunFolder:
-        if not 0 <= run < len(runs):
-            raise ViewError(f"no run {run}; runs are 0..{len(runs) - 1}")
-        return runs[run]
 
+def _page_routes(app: FastAPI) -> None:
+    """The page, its scripts and styles, and a health check: no run data, so no API key."""
     @app.get("/")
     def index():
         return FileResponse(os.path.join(STATIC, "index.html"), media_type="text/html")
@@ -110,12 +131,14 @@ def build_app(runs: list[RunFolder], api_key: Optional[str] = None) -> FastAPI:
     def health():
         return {"status": "ok"}
 
-    api = APIRouter(prefix="/api", dependencies=[Depends(_authorize(api_key))])
 
+def _run_routes(api: APIRouter, state: _Runs) -> None:
+    """The runs, their metrics, the steps with generations, and the A/B table of two runs."""
     @api.get("/runs")
     def list_runs():
-        with lock:
-            return {"runs": [dict(r.summary(), id=i) for i, r in enumerate(runs)], "plotly": plotly_js() is not None}
+        with state.lock:
+            return {"runs": [dict(r.summary(), id=i) for i, r in enumerate(state.runs)],
+                    "plotly": plotly_js() is not None}
 
     @api.get("/metrics")
     def metrics(run: int, since: int = 0, upto: Optional[int] = None, gen: int = -1, sections: Optional[str] = None,
@@ -123,8 +146,8 @@ def build_app(runs: list[RunFolder], api_key: Optional[str] = None) -> FastAPI:
         """Rows since..upto-1 of the run's metrics, the series of `sections` only (comma-separated; "*" or
         none given: all) plus the named `keys`, and every key's name. `gen`: the generation the client's
         rows came from; a rewritten file (a resumed run) answers "reset" and its rows from 0."""
-        with lock:
-            table = run_at(run).metrics_table()
+        with state.lock:
+            table = state.at(run).metrics_table()
             reset = gen >= 0 and gen != table.generation
             secs = None if sections in (None, "*") else [s for s in sections.split(",") if s]
             data = table.select(0 if reset else since, upto, secs, [k for k in keys.split(",") if k])
@@ -134,24 +157,38 @@ def build_app(runs: list[RunFolder], api_key: Optional[str] = None) -> FastAPI:
 
     @api.get("/steps")
     def steps(run: int, kind: str):
-        with lock:
-            return {"steps": run_at(run).source(kind).steps()}
+        with state.lock:
+            return {"steps": state.at(run).source(kind).steps()}
 
+    @api.get("/compare")
+    def compare(a: int, b: int):
+        from hybridrl.eval.compare import BEST_RULE, compare_table
+
+        with state.lock:
+            pair = [_as_eval_run(state.at(a)), _as_eval_run(state.at(b))]
+        if any(not p.series for p in pair):
+            raise ViewError("a run without any metric line cannot be compared yet")
+        rows = compare_table(pair)
+        return {"best_rule": BEST_RULE, "runs": [p.name for p in pair],
+                "rows": [{"metric": r.metric, "best_is": r.best_is, "final": [_json(v) for v in r.final],
+                          "best": [_json(v) for v in r.best]} for r in rows]}
+
+
+def _generation_routes(api: APIRouter, state: _Runs) -> None:
+    """A step's prompts (filtered, a page at a time), one prompt's responses, and the steps a prompt recurs at."""
     @api.get("/prompts")
     def prompts(run: int, kind: str, step: int, offset: int = 0, limit: int = 50, q: str = "", source: str = "",
                 min_score: Optional[float] = None, max_score: Optional[float] = None,
                 min_length: Optional[int] = None, max_length: Optional[int] = None):
         flt = Filter(q, source, min_score, max_score, min_length, max_length)
-        with lock:
-            r = run_at(run)
-            groups, skipped = cache.groups(r.name, r.source(kind), step)
+        with state.lock:
+            groups, skipped = state.groups(run, kind, step)
         return dict(page(groups, flt, max(0, offset), max(1, min(limit, 500))), skipped=skipped)
 
     @api.get("/prompt")
     def prompt(run: int, kind: str, step: int, i: Optional[int] = None, key: str = ""):
-        with lock:
-            r = run_at(run)
-            groups, _ = cache.groups(r.name, r.source(kind), step)
+        with state.lock:
+            groups, _ = state.groups(run, kind, step)
         if key:  # the same prompt at another step: that it was not sampled there is an answer, not an error
             at = find(groups, key)
             if at is None:
@@ -167,28 +204,11 @@ def build_app(runs: list[RunFolder], api_key: Optional[str] = None) -> FastAPI:
     @api.get("/prompt_steps")
     def prompt_steps(run: int, kind: str, step: int, i: int):
         """The steps where prompt i of `step` was sampled too: the choices of the page's "same prompt at step" picker."""
-        with lock:
-            source = run_at(run).source(kind)
-            groups, _ = cache.groups(run_at(run).name, source, step)
+        with state.lock:
+            groups, _ = state.groups(run, kind, step)
             if not 0 <= i < len(groups):
                 raise ViewError(f"step {step} has no prompt {i} ({len(groups)} prompts)")
-            return {"steps": source.steps_with(groups[i].input)}
-
-    @api.get("/compare")
-    def compare(a: int, b: int):
-        from hybridrl.eval.compare import BEST_RULE, compare_table
-
-        with lock:
-            pair = [_as_eval_run(run_at(a)), _as_eval_run(run_at(b))]
-        if any(not p.series for p in pair):
-            raise ViewError("a run without any metric line cannot be compared yet")
-        rows = compare_table(pair)
-        return {"best_rule": BEST_RULE, "runs": [p.name for p in pair],
-                "rows": [{"metric": r.metric, "best_is": r.best_is, "final": [_json(v) for v in r.final],
-                          "best": [_json(v) for v in r.best]} for r in rows]}
-
-    app.include_router(api)
-    return app
+            return {"steps": state.at(run).source(kind).steps_with(groups[i].input)}
 
 
 def _as_eval_run(r: RunFolder):
