@@ -113,6 +113,7 @@ def test_executed_flops_count_each_prompt_once():
     assert shared["train_executed"] == 6 * 1000 * (4 * prompt + 32 * workload.NEW_TOKENS) + attention
     assert plain["rollout"] == 2 * 1000 * (32 * workload.NEW_TOKENS + 32 * prompt)
     assert shared["rollout"] == 2 * 1000 * (32 * workload.NEW_TOKENS + 4 * prompt)
+    assert shared["rollout_plain"] == plain["rollout_plain"] == plain["rollout"]  # every prompt prefilled per row
     skipped = speed.step_flops({**rec, "skipped_frac": 0.25}, shape, True)  # a quarter of the groups not computed
     assert skipped["train_executed"] == pytest.approx(0.75 * shared["train_executed"])
     assert skipped["train_nominal"] == shared["train_nominal"] and skipped["rollout"] == shared["rollout"]
@@ -133,6 +134,10 @@ def test_summary_medians_and_speedups():
     assert stats["mfu_train_nominal"] == pytest.approx(flops / 1.0 / 1e9)
     assert stats["floor_s"] == pytest.approx((flops + speed.step_flops(recs[0], shape, False)["rollout"]) / 1e9)
     assert stats["over_floor"] == pytest.approx(2.0 / stats["floor_s"])
+    assert stats["over_plain_floor"] == pytest.approx(stats["over_floor"])  # nothing shared or skipped
+    shared = speed.summarize([{**r, "skipped_frac": 0.5} for r in recs], shape, True, peak_flops=1e9)
+    assert shared["over_plain_floor"] == pytest.approx(stats["over_plain_floor"])  # the plain work is the same
+    assert shared["over_floor"] > 2 * stats["over_floor"]  # half the groups skipped, prompts once: a lower floor
     base = {"workload": "learning", "model": "tiny"}
     rows = [{**base, "config": "trl", "runner": "trl", "step_s": 2.0, "cpu_s": 4.0},
             {**base, "config": "trl-bf16", "runner": "trl", "step_s": 1.0, "cpu_s": 2.0},
