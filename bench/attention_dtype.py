@@ -98,7 +98,6 @@ def main() -> None:
 
     register()
     info = speed.machine()
-    info["kind"] = speed.bench_kind(info["cpu_flags"])
     lengths, results = [int(x) for x in a.lengths.split(",")], []
     for name in ("tiny", "small"):
         model = build_model(build_tokenizer(), seed=workload.SEED, **workload.MODELS[name]).train()

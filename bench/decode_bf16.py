@@ -166,7 +166,6 @@ def main() -> None:
         variants = [v for v in variants if VARIANTS[v][0] == "fp32"]
     torch.set_num_threads(a.threads)
     info = speed.machine()
-    info["kind"] = speed.bench_kind(info["cpu_flags"])
     from hybridrl.models.loading import load_causal_lm, load_tokenizer
 
     results, profiles = [], {}

@@ -55,7 +55,6 @@ def main() -> None:
     p.add_argument("--out-dir", default=os.path.join("bench", "results"))
     a = p.parse_args()
     info = speed.machine()
-    info["kind"] = speed.bench_kind(info["cpu_flags"])
     configs = {c.name: c for c in speed.CONFIGS}
     peaks = speed.measure_peaks(a.threads)
     results = []

@@ -228,6 +228,7 @@ def measure_peaks(threads: int) -> dict[str, float]:
 
 
 def machine() -> dict:
+    """This machine as every bench names it: CPU, flags, versions, ISA caps and the kind its results are filed under."""
     cpuinfo = open("/proc/cpuinfo").read() if os.path.exists("/proc/cpuinfo") else ""
     name = re.search(r"^model name\s*:\s*(.*)$", cpuinfo, re.M)
     flags = sorted(set(re.findall(r"\b(avx512\w*|avx2|avx_vnni\w*|amx\w*)\b", cpuinfo)))
@@ -241,7 +242,7 @@ def machine() -> dict:
     return {"processor": platform.processor(), "cpu_model": name.group(1) if name else "",
             "cpu_count": os.cpu_count(), "cpu_flags": flags, "python": platform.python_version(),
             "torch": torch.__version__, "transformers": transformers.__version__,
-            "trl_venv": trl, "isa_caps": isa_caps()}
+            "trl_venv": trl, "isa_caps": isa_caps(), "kind": bench_kind(flags)}
 
 
 class RowFailed(Exception):
@@ -460,7 +461,6 @@ def main() -> None:
                                  "skipped_frac": skipped, "records": pooled[cfg.name]})
     add_speedups(rows)
 
-    info["kind"] = bench_kind(info["cpu_flags"])
     table = markdown(rows, models, peaks, info, command, failed)
     for per_kind in models.values():
         for m in per_kind.values():
