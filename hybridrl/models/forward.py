@@ -17,6 +17,7 @@ from torch import Tensor
 
 from hybridrl import progress
 from hybridrl.batch import Sequences, select
+from hybridrl.models.cache_api import cache_kwargs
 
 
 @dataclass(frozen=True)
@@ -65,7 +66,7 @@ def prefill_distinct(model, prompt_ids: Tensor, prompt_mask: Tensor, groups: tup
     first, inverse = groups
     shared = DynamicCache()
     ids, mask = prompt_ids[first], prompt_mask[first]
-    out = model(input_ids=ids, attention_mask=mask, position_ids=position_ids_of(mask), past_key_values=shared,
+    out = model(input_ids=ids, attention_mask=mask, position_ids=position_ids_of(mask), **cache_kwargs(model, shared),
                 use_cache=True, logits_to_keep=1).logits  # [U, 1, ...]
     # index_select, not x[inverse]: the backward of advanced indexing accumulates the group's gradients
     # in a varying order on CPU (runs stop being bit-reproducible); index_select's backward does not.
@@ -141,7 +142,7 @@ def _padded_logits(model, seqs: Sequences, share_prompts: bool) -> Tensor:
     if T == 1:
         return last_prompt
     rest = model(input_ids=seqs.input_ids[:, P:-1], attention_mask=seqs.attention_mask[:, :-1],
-                 position_ids=positions[:, P:-1], past_key_values=cache, use_cache=True).logits  # [N, T-1, ...]
+                 position_ids=positions[:, P:-1], **cache_kwargs(model, cache), use_cache=True).logits  # [N, T-1, ...]
     return torch.cat([last_prompt, rest], dim=1)
 
 

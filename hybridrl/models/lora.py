@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import warnings
 from dataclasses import dataclass
 from typing import Iterator, Optional, Union
 
@@ -73,7 +74,12 @@ def apply_lora(module: torch.nn.Module, settings: LoraSettings) -> torch.nn.Modu
                         exclude_modules=settings.exclude_modules, lora_dropout=0.0, bias="none",
                         task_type=settings.task_type, modules_to_save=heads)
     try:
-        return get_peft_model(module, config)
+        with warnings.catch_warnings():
+            # peft (<= 0.21) reads transformers' `is_gradient_checkpointing`, which warns from 5.24 on that
+            # it becomes `is_activation_checkpointing`: peft's call, not ours, and nothing a user can act on
+            warnings.filterwarnings("ignore", message="`is_gradient_checkpointing` is deprecated",
+                                    category=FutureWarning)
+            return get_peft_model(module, config)
     except ValueError as e:  # e.g. a target module name the model does not have
         raise ConfigError(f"{settings.key}.target_modules={settings.target_modules!r}: peft cannot apply "
                           f"LoRA to this model ({str(e).splitlines()[0]})") from e

@@ -25,7 +25,19 @@ def enable_checkpointing(module: torch.nn.Module) -> None:
     autocast and FSDP2's per-layer hooks. Active in train() mode only, so generation (eval mode) keeps
     its KV cache; in train mode HF's layers drop past_key_values, which is why the padded prompt sharing
     is refused with it (config/levers.py)."""
-    module.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    kwargs = {"use_reentrant": False}
+    if hasattr(module, "activation_checkpointing_enable"):  # transformers >= 5.24; the old name warns there
+        module.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
+    else:
+        module.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
+
+
+def disable_checkpointing(module: torch.nn.Module) -> None:
+    """Undo enable_checkpointing: every decoder layer keeps its activations again."""
+    if hasattr(module, "activation_checkpointing_disable"):
+        module.activation_checkpointing_disable()
+    else:
+        module.gradient_checkpointing_disable()
 
 
 def _move_state(optimizer: torch.optim.Optimizer, device_of_param) -> None:

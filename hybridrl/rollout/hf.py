@@ -13,6 +13,7 @@ import torch
 from torch import Tensor
 
 from hybridrl import progress
+from hybridrl.models.cache_api import cache_kwargs
 from hybridrl.models.forward import distinct_prompts, position_ids_of, prefill_distinct
 from hybridrl.models.precision import FP32, Precision
 from hybridrl.rollout.base import Generation, RolloutEngine, SamplingParams
@@ -120,7 +121,7 @@ class HFRolloutEngine(RolloutEngine):
             return logits[:, -1], cache
         cache = DynamicCache()
         logits = self.module(input_ids=prompt_ids, attention_mask=prompt_mask, position_ids=position_ids_of(prompt_mask),
-                             past_key_values=cache, use_cache=True, logits_to_keep=1).logits[:, -1]
+                             **cache_kwargs(self.module, cache), use_cache=True, logits_to_keep=1).logits[:, -1]
         return logits, cache
 
     def _decoder(self, cache, attn: Tensor, P: int, T: int):
@@ -146,8 +147,9 @@ class HFRolloutEngine(RolloutEngine):
         for i, layer in enumerate(cache.layers):
             static.update(layer.keys, layer.values, i)
             layer.keys = layer.values = None
+        with_cache = cache_kwargs(self.module, static)
         return lambda tokens, positions, slot: self.module(
-            input_ids=tokens[:, None], attention_mask=attn, position_ids=positions[:, None], past_key_values=static,
+            input_ids=tokens[:, None], attention_mask=attn, position_ids=positions[:, None], **with_cache,
             use_cache=True).logits[:, -1]
 
     def _generate(self, prompt_ids: Tensor, prompt_mask: Tensor, sampling: SamplingParams, keys: Tensor,
@@ -204,7 +206,7 @@ class HFRolloutEngine(RolloutEngine):
         mask = attn[:, :P + t]  # the prompt's mask, then each token's row liveness when it was fed
         cache = DynamicCache()
         logits = self.module(input_ids=ids, attention_mask=mask, position_ids=position_ids_of(mask),
-                             past_key_values=cache, use_cache=True, logits_to_keep=1).logits[:, -1]
+                             **cache_kwargs(self.module, cache), use_cache=True, logits_to_keep=1).logits[:, -1]
         return logits, self._decoder(cache, attn, P + t, T - t)
 
 

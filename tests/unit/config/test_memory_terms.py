@@ -28,6 +28,7 @@ from hybridrl.config.memory_terms import (
     saved_activation_bytes,
 )
 from hybridrl.models.forward import Layout, response_log_probs
+from hybridrl.models.memory import disable_checkpointing, enable_checkpointing
 
 P, T, N, GROUP = 24, 8, 8, 4  # prompt and response lengths, responses in the micro-batch, responses per prompt
 
@@ -108,11 +109,11 @@ def test_checkpointing_saves_only_each_layers_input_and_the_head(gqa_model):
     model, d = gqa_model
     layout = Layout(share_prompts=True, packed=True, pack_width=64)  # checkpointing's layout: no KV cache
     seqs = full_length_batch(N // GROUP, GROUP, d.vocab, padded=False)
-    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    enable_checkpointing(model)
     try:
         measured = saved_bytes(model, seqs, layout)
     finally:
-        model.gradient_checkpointing_disable()
+        disable_checkpointing(model)
     r, length, _ = packed_rows(N, N // GROUP, P, T, True, 64)
     seg = Segment(r, length, length)
     full = estimate(d, layout)

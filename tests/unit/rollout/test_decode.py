@@ -7,6 +7,7 @@ import pytest
 import torch
 from transformers import DynamicCache, LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
 
+from hybridrl.models.cache_api import cache_kwargs
 from hybridrl.models.forward import position_ids_of
 from hybridrl.models.loading import eos_token_ids, load_causal_lm, load_tokenizer
 from hybridrl.rollout import decode
@@ -40,7 +41,7 @@ def test_lean_steps_equal_the_full_forward(kind, kv_heads, extra):
     with torch.no_grad():
         full = model(input_ids=ids, attention_mask=mask, position_ids=positions).logits
         cache = DynamicCache()
-        model(input_ids=ids[:, :P], attention_mask=mask[:, :P], position_ids=positions[:, :P], past_key_values=cache,
+        model(input_ids=ids[:, :P], attention_mask=mask[:, :P], position_ids=positions[:, :P], **cache_kwargs(model, cache),
               use_cache=True)
     lean = decode.LeanDecoder(model, N, P + T)
     for i, layer in enumerate(cache.layers):
@@ -157,7 +158,7 @@ def lean_logits(model, ids, mask, P, T, **kwargs) -> list[torch.Tensor]:
     positions = position_ids_of(mask)
     cache = DynamicCache()
     with torch.no_grad():
-        model(input_ids=ids[:, :P], attention_mask=mask[:, :P], position_ids=positions[:, :P], past_key_values=cache,
+        model(input_ids=ids[:, :P], attention_mask=mask[:, :P], position_ids=positions[:, :P], **cache_kwargs(model, cache),
               use_cache=True)
     lean = decode.LeanDecoder(model, len(ids), P + T, **kwargs)
     for i, layer in enumerate(cache.layers):
