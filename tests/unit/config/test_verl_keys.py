@@ -102,12 +102,18 @@ def test_eight_gpus_and_no_backend_pick_ray(name):
     assert cfg.trainer.backend == "ray"
 
 
+@pytest.fixture
+def vllm_installed(monkeypatch):
+    """Validation only asks whether vLLM is installed (rollout.name=vllm): these tests are about the keys, so they
+    run the same with and without it (`make test` installs no vLLM; CI's `make vllm` does)."""
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda n, *a: object() if n == "vllm" else real(n, *a))
+
+
 @pytest.mark.parametrize("name,tp", [("reference", 2), ("run_qwen3-8b", 2), ("run_qwen2-7b", 2),
                                      ("run_deepseek7b_llm", 4)])
-def test_the_command_validates_as_it_is_vllm_in_ray_workers_and_rollout_tp_included(name, tp, monkeypatch):
+def test_the_command_validates_as_it_is_vllm_in_ray_workers_and_rollout_tp_included(name, tp, vllm_installed):
     """vLLM in each of the 8 Ray workers, one engine over `tp` of them (8 / tp engines: rollout/tp_layout.py)."""
-    real = importlib.util.find_spec  # validate only asks whether vLLM is installed
-    monkeypatch.setattr(importlib.util, "find_spec", lambda n, *a: object() if n == "vllm" else real(n, *a))
     cfg = load_config(RLConfig, None, COMMANDS[name])
     plan = validate_rl_config(cfg)
     assert cfg.trainer.backend == "ray" and plan.world_size == 8
@@ -123,7 +129,7 @@ def test_with_hf_rollout_and_no_tensor_parallel_the_command_validates(name):
     assert cfg.trainer.backend == "ray" and plan.world_size == 8
 
 
-def test_scaled_reference_command_validates_in_one_process():
+def test_scaled_reference_command_validates_in_one_process(vllm_installed):
     command = replaced(REFERENCE, "trainer.n_gpus_per_node=1", "actor_rollout_ref.rollout.tensor_model_parallel_size=1",
                        "data.train_batch_size=8", "actor_rollout_ref.actor.ppo_mini_batch_size=4", *_micro(4))
     cfg = load_config(RLConfig, None, command)
@@ -294,7 +300,7 @@ def test_a_verl_config_file_names_the_file_and_accepts_targets(tmp_path):
         load_config(RLConfig, str(path))
 
 
-def test_example_script_keys_validate():
+def test_example_script_keys_validate(vllm_installed):
     path = os.path.join(HERE, "../../../examples/gsm8k_verl_command/run.sh")
     overrides = re.findall(r"^\s+([\w.+]+=\S+?)\s*\\?$", open(path).read(), flags=re.M)
     cfg = load_config(RLConfig, None, [shlex.split(o.replace("$DATA", "/data").replace("$MODEL", "/model"))[0]
