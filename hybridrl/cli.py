@@ -189,8 +189,12 @@ def cmd_train(args) -> None:
     from hybridrl.trainer.build import build_run
     from hybridrl.trainer.rl import RLTrainer
 
+    from hybridrl.versions import untested_here
+
     cfg, plan = load_rl_config(args.config, args.overrides)  # every config problem at once
     print(plan.describe(), flush=True)
+    for package in untested_here():  # torch / transformers / vllm outside what the suite passed on
+        print(package.line(), flush=True)
     try:
         with progress.reporting() as shown:  # from here on, what runs is shown (hybridrl/progress.py)
             with progress.phase("setup"):  # tokenizing the data, loading the models, starting workers or engines

@@ -23,6 +23,7 @@ from importlib import metadata, util
 from hybridrl import __version__, progress
 from hybridrl.config.precision_auto import ONEDNN_ISA_ENV, cpu_has_fast_bf16, onednn_isa_cap
 from hybridrl.doctor_checks import Problem, find_problems
+from hybridrl.versions import tested_windows
 
 GIB = 2 ** 30
 PACKAGES = ("transformers", "tokenizers", "safetensors", "pyarrow", "omegaconf", "math-verify", "ray", "vllm", "peft",
@@ -71,6 +72,7 @@ def collect(quick: bool = False, backends: tuple[Backend, ...] = BACKENDS) -> di
         "disk": _disk_facts(),
         "packages": {name: package_version(name) for name in PACKAGES},
         "vllm_pins": _vllm_pins(),
+        "tested_versions": tested_windows(),
         "backends": None if quick else check_backends(backends),
     }
 

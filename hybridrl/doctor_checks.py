@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hybridrl.config.precision_auto import cpu_has_bf16_instructions, onednn_isa_cap
+from hybridrl.versions import untested
 
 TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 
@@ -68,6 +69,23 @@ def check_vllm_transformers(facts: dict) -> list[Problem]:
     return [Problem("warn", f"{vllm} supports transformers{spec} but transformers {installed} is installed: "
                             "vllm may fail to load models or tokenizers",
                     f"pip install -c constraints.txt 'transformers{spec}'")]
+
+
+def check_tested_versions(facts: dict) -> list[Problem]:
+    """torch, transformers or vllm outside the window the test suite passed on (`make lock` records it)."""
+    installed = {"torch": facts["torch"].get("version"), "transformers": facts["packages"].get("transformers"),
+                 "vllm": facts["packages"].get("vllm")}
+    return [Problem("warn", f"{u.package} {u.installed} is outside the versions hybridrl's tests passed on "
+                            f"({u.package} {u.tested}): it may work, but nobody has checked",
+                    f"pip install '{u.package}>={u.low},<{_next_minor(u.high)}' (make install gets the locked "
+                    "versions), or keep it and run `make test-latest` in a source checkout to check it")
+            for u in untested(installed, facts.get("tested_versions") or {})]
+
+
+def _next_minor(version: str) -> str:
+    """The first release past version's minor series: '5.24.0' -> '5.25'."""
+    major, minor = _release(version)[:2]
+    return f"{major}.{minor + 1}"
 
 
 def check_cores(facts: dict) -> list[Problem]:
@@ -138,7 +156,8 @@ def check_backend_imports(facts: dict) -> list[Problem]:
             for name, b in (facts["backends"] or {}).items() if b["status"] == "failed"]
 
 
-CHECKS = (check_torch, check_cuda_build_without_gpu, check_vllm_torch, check_vllm_transformers, check_cores,
+CHECKS = (check_torch, check_cuda_build_without_gpu, check_vllm_torch, check_vllm_transformers,
+          check_tested_versions, check_cores,
           check_memory, check_disk, check_bf16_cpu, check_backend_imports)
 
 

