@@ -189,12 +189,16 @@ def cmd_train(args) -> None:
     from hybridrl.trainer.build import build_run
     from hybridrl.trainer.rl import RLTrainer
 
+    from hybridrl.library_logs import route_library_logging
     from hybridrl.versions import untested_here
 
     cfg, plan = load_rl_config(args.config, args.overrides)  # every config problem at once
     print(plan.describe(), flush=True)
     for package in untested_here():  # torch / transformers / vllm outside what the suite passed on
         print(package.line(), flush=True)
+    log_file = route_library_logging(cfg.trainer.default_local_dir)  # Ray's and vLLM's notes: <run>/logs/driver.log
+    if cfg.actor_rollout_ref.rollout.name == "vllm" and cfg.trainer.backend == "local":  # (Ray's workers: their line)
+        print(f"vLLM engine output: {log_file}", flush=True)
     try:
         with progress.reporting() as shown:  # from here on, what runs is shown (hybridrl/progress.py)
             with progress.phase("setup"):  # tokenizing the data, loading the models, starting workers or engines

@@ -19,6 +19,9 @@ With trainer.profile_timeline each worker records its calls on the track "<pool>
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 import time
 from collections import Counter
 from typing import Callable, Mapping, Optional
@@ -42,6 +45,7 @@ from hybridrl.config.validate import critic_batch_plan, needs_critic, needs_refe
 from hybridrl.distributed.rollout_group import RolloutGroup, rollout_pool_worker
 from hybridrl.distributed.worker import RoleWorker
 from hybridrl.errors import ConfigError, HybridRLError
+from hybridrl.library_logs import adopt_logger, logs_dir, worker_log
 from hybridrl.models.flops import ModelShape
 from hybridrl.rollout.base import SamplingParams
 from hybridrl.rollout.tp_layout import RolloutLayout, core_slots_after
@@ -101,11 +105,16 @@ class WorkerPool:
 
         self.name, self.roles, self.world = name, roles, world
         self.timeout_s = cfg.trainer.worker_timeout_s
+        self.silent: set[int] = set()  # ranks that answered nothing past a deadline: close() does not wait on them
         gpus = 1 if cfg.trainer.device == "cuda" else 0
         # max_concurrency >= 2: stacks() answers beside a stuck call (the rollout pool queues more calls)
         remote = ray.remote(worker_cls).options(num_cpus=1, num_gpus=gpus, max_concurrency=concurrency)
         self.actors = [remote.remote(cfg, plan, total_steps, rank, world, threads, roles) for rank in range(world)]
+        self.logs = [worker_log(cfg.trainer.default_local_dir, name, rank) for rank in range(world)]
         try:
+            # first: what the worker and its engines print from here on goes to its file, not the console
+            self.call("setup", "send_output_to", [a.send_output_to.remote(path) for a, path in zip(self.actors, self.logs)])
+            self.pids = self.call("setup", "pid", [a.pid.remote() for a in self.actors])
             if cfg.trainer.profile_timeline is not None:  # before setup, so that it is recorded too
                 self.call("setup", "timeline_enable", [a.timeline_enable.remote(f"{name} rank {rank}", rank)
                                                        for rank, a in enumerate(self.actors)])
@@ -158,11 +167,11 @@ class WorkerPool:
         if _died(e):
             return WorkerError(f"{role}.{method}: the worker of {where} died ({type(e).__name__}: "
                                f"{str(e).splitlines()[0][:300]}){also}; the run stops, resume it from the last "
-                               "checkpoint")
+                               f"checkpoint (what it printed: {self.logs[rank]})")
         cause = getattr(e, "cause", None)
         if isinstance(cause, HybridRLError):  # a user error raised in a worker: its one line, no worker traceback
             return WorkerError(f"{role}.{method} on {where}: {cause}")
-        return WorkerError(f"{role}.{method} raised on {where}{also}:\n{e}")
+        return WorkerError(f"{role}.{method} raised on {where}{also} (what it printed: {self.logs[rank]}):\n{e}")
 
     def call_all(self, role: str, method: str, call: Callable, *args) -> list:
         """`call(actor).remote(*args)` on every rank; results in rank order."""
@@ -207,22 +216,34 @@ class WorkerPool:
                 stack = f"(no stack: {type(e).__name__})"
             if stack is None:
                 silent.append(rank)
+                self.silent.add(rank)
                 stack = f"(no answer within {STACKS_WAIT_S:g}s: the process is stopped, frozen or out of memory)"
             stacks.append(f"--- stack of rank {rank} ---\n{stack}")
         culprit = (f"; rank(s) {silent} do not respond at all: the likely cause" if silent and len(silent) < len(asked)
                    else "")
         return WorkerError(f"{role}.{method} did not finish on rank(s) {stuck} of {self.world}{self._where()} within "
                            f"trainer.worker_timeout_s={self.timeout_s:g}s{culprit}; the run stops (raise the timeout "
-                           "if the step is just slow; a rank waiting in a collective waits for another one)\n"
+                           "if the step is just slow; a rank waiting in a collective waits for another one; what the "
+                           f"ranks printed: {os.path.dirname(self.logs[0])})\n"
                            + "\n".join(stacks))
 
     def close(self) -> None:
         """Each worker first ends its engines (vLLM's processes, its scratch folders in /dev/shm), for at most
-        CLOSE_WAIT_S (a stuck or dead worker is not waited on), then Ray ends the processes."""
+        CLOSE_WAIT_S, then Ray ends the processes. A rank that already answered nothing past a deadline (stopped,
+        frozen) is killed first and not asked: waiting CLOSE_WAIT_S on it kept the driver alive 30 s after its
+        error. Its peers, even those stuck in a collective with it, answer close() on their second thread."""
         import ray
 
-        ray.wait([a.close.remote() for a in self.actors], num_returns=len(self.actors), timeout=CLOSE_WAIT_S)
-        for actor in self.actors:
+        here = ray.get_runtime_context().get_node_id()
+        for rank in sorted(self.silent):
+            # Ray ends a stopped process only after its own grace period: one on this node gets SIGKILL now
+            if rank < len(getattr(self, "node_ids", [])) and self.node_ids[rank] == here:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(self.pids[rank], signal.SIGKILL)
+            ray.kill(self.actors[rank])
+        healthy = [a for rank, a in enumerate(self.actors) if rank not in self.silent]
+        ray.wait([a.close.remote() for a in healthy], num_returns=len(healthy), timeout=CLOSE_WAIT_S)
+        for actor in healthy:
             ray.kill(actor)
         self.actors = []
 
@@ -232,12 +253,14 @@ class RayRoles:
                  worker_cls=RoleWorker):
         import ray
 
+        adopt_logger("ray")  # Ray's notes (token auth, ...) to the run's driver.log; its errors still on the console
         self.pad_id = pad_id  # re-pads the gathered rollouts
         init = cfg.ray_kwargs.ray_init
         self._started_ray = not ray.is_initialized()
         if self._started_ray:
+            # workers' output goes to their files in the run folder (WorkerPool), not streamed to this console
             ray.init(address=init.address, num_cpus=init.num_cpus if init.address is None else None,
-                     include_dashboard=False, log_to_driver=True, configure_logging=False)
+                     include_dashboard=False, log_to_driver=False, configure_logging=False)
         sizes, roles = pool_sizes(cfg), pool_roles(cfg)
         workers = sum(sizes.values())
         cpus = int(ray.cluster_resources().get("CPU", 0))
@@ -265,7 +288,8 @@ class RayRoles:
         self.world = actor.world
         nodes = {n for p in self.pools.values() for n in p.node_ids}
         log(f"backend=ray: {_pools_text(sizes)} ({threads} torch threads each) on {len(nodes)} node(s), "
-            f"process group at {actor.address}:{actor.port}")
+            f"process group at {actor.address}:{actor.port}; workers' output in "
+            f"{logs_dir(cfg.trainer.default_local_dir)}")
         self.policy = PolicyGroup(actor, pad_id, plan.mini_batch_responses_per_worker,
                                   actor_update_batching(cfg, 1).dynamic, log_prob_batching(cfg).dynamic,
                                   cfg.actor_rollout_ref.rollout.tensor_model_parallel_size)

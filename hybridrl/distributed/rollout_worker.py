@@ -65,9 +65,6 @@ class RolloutWorker(Diagnosable, TimelineWorker):
         if self.engine is not None:
             self.engine.close()
 
-    def pid(self) -> int:
-        return os.getpid()
-
     def load_weights(self, ticket: int, weights: dict, version: int) -> int:
         """Take the trainer's weights of optimizer step `version`; returns it. Partial rollouts: offered first to
         the generation running just before this push's turn."""

@@ -34,7 +34,19 @@ from hybridrl.workers.critic import CriticBatch
 
 
 class Diagnosable:
-    """What the driver asks of any worker process beside its work: where it runs, what it is doing."""
+    """What the driver asks of any worker process beside its work: where it runs, what it is doing, where its
+    output goes."""
+
+    def send_output_to(self, path: str) -> None:
+        """This process's output (and its engines') into its log file from now on: the driver does not stream
+        workers' output to the console (hybridrl/library_logs.py)."""
+        from hybridrl.library_logs import send_process_output_to
+
+        send_process_output_to(path)
+
+    def pid(self) -> int:
+        """This worker's process id on its node (a stopped worker is killed by it: WorkerPool.close)."""
+        return os.getpid()
 
     def node_id(self) -> str:
         """The Ray node this rank runs on (for the placement report)."""

