@@ -17,6 +17,7 @@ import torch
 
 from hybridrl.batch import PromptBatch
 from hybridrl.errors import DataError
+from hybridrl.surrogates import lone_surrogate_problem
 
 
 @dataclass
@@ -59,7 +60,31 @@ def _read_parquet(path: str, key: str) -> tuple[list[dict], list[str]]:
     except (pa.ArrowException, OSError) as e:  # not parquet, truncated, an unsupported type
         raise DataError(f"{key}: {path} is not a readable parquet file ({str(e).splitlines()[0]}); "
                         "give a .parquet or .jsonl file") from None
-    return table.to_pylist(), table.column_names
+    try:
+        return table.to_pylist(), table.column_names
+    except UnicodeDecodeError as e:  # pyarrow reads string columns unchecked; Python's decoding refuses bad UTF-8
+        raise _not_utf8(table, path, key, e) from None
+
+
+def _decodes(values) -> bool:
+    try:
+        values.to_pylist()
+        return True
+    except UnicodeDecodeError:
+        return False
+
+
+def _not_utf8(table: pa.Table, path: str, key: str, error: UnicodeDecodeError) -> DataError:
+    """The error naming the row and column of a parquet string that is not UTF-8 (e.g. a lone surrogate
+    encoded by a writer that does not check). Only on the error path: the bad column is decoded row by row."""
+    for name in table.column_names:
+        column = table.column(name)
+        if _decodes(column):
+            continue
+        row = next(i for i in range(table.num_rows) if not _decodes(column.slice(i, 1)))
+        return DataError(f"{key}: {path} row {row}: column {name!r} holds text that is not UTF-8 ({error.reason}; "
+                         "often a lone surrogate, half of an emoji); rewrite the row's text as UTF-8")
+    return DataError(f"{key}: {path} holds text that is not UTF-8 ({error.reason}); rewrite the file's text as UTF-8")
 
 
 def read_rows(path: str, key: str, required: Optional[dict[str, str]] = None) -> list[dict]:
@@ -111,8 +136,11 @@ def row_problem(row: dict, prompt_key: str, reward_fn_key: str = "data_source",
                 need_ground_truth: bool = True, names: DataNames = TRAINER_NAMES) -> Optional[str]:
     """What is wrong with one RL row, with the fix; None for a good row.
 
-    The kinds: a missing key, a value of the wrong type, messages that are not a list, an
-    empty prompt."""
+    The kinds: text no tokenizer can read (a lone surrogate), a missing key, a value of the wrong
+    type, messages that are not a list, an empty prompt."""
+    broken_text = lone_surrogate_problem(row)  # any column: extra_info and the truth reach logs and reward code too
+    if broken_text is not None:
+        return broken_text
     messages = row.get(prompt_key)
     if messages is None:
         return f"no {prompt_key!r} value; give every row its chat messages (or set {names.prompt_key})"
@@ -141,6 +169,14 @@ def row_problem(row: dict, prompt_key: str, reward_fn_key: str = "data_source",
         if not isinstance(rm["ground_truth"], (str, int, float)):
             return f"reward_model.ground_truth is a {type(rm['ground_truth']).__name__}; write a string"
     return None
+
+
+def require_whole_text(row: dict, where: str) -> None:
+    """A DataError naming `where` (file and row) and the field when a string of the row holds a lone
+    surrogate, for the loaders that stop at a bad row (SFT, preference pairs, `hybridrl data`)."""
+    problem = lone_surrogate_problem(row)
+    if problem is not None:
+        raise DataError(f"{where}: {problem}")
 
 
 def messages_of(row: dict, prompt_key: str, path: str, i: int) -> list[dict]:

@@ -11,7 +11,7 @@ from typing import Callable, Iterable
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from hybridrl.data.dataset import read_rows
+from hybridrl.data.dataset import read_rows, require_whole_text
 from hybridrl.errors import HybridRLError
 from hybridrl.rewards.scorers.math_answer import last_boxed
 
@@ -85,7 +85,10 @@ def convert(dataset: str, input_path: str, output_dir: str) -> dict[str, str]:
     paths = {}
     for split, path in split_files(input_path).items():
         records: Iterable[dict] = read_rows(path, "--input")
-        rows = [to_row(r, split, i, f"{path} row {i}") for i, r in enumerate(records)]
+        rows = []
+        for i, r in enumerate(records):
+            require_whole_text(r, f"{path} row {i}")  # else pyarrow's writer fails on it, naming no row
+            rows.append(to_row(r, split, i, f"{path} row {i}"))
         paths[split] = os.path.join(output_dir, f"{split}.parquet")
         pq.write_table(pa.Table.from_pylist(rows), paths[split])
     return paths

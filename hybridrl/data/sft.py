@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from hybridrl.data.dataset import PROMPT_COLUMN_FIX, encode_prompts, messages_of, read_rows
+from hybridrl.data.dataset import PROMPT_COLUMN_FIX, encode_prompts, messages_of, read_rows, require_whole_text
 from hybridrl.errors import DataError
 
 
@@ -34,6 +34,8 @@ class SFTDataset:
             top = response_key.split(".")[0]
             rows = read_rows(path, key, {prompt_key: PROMPT_COLUMN_FIX,
                                          top: "set data.response_key to the column holding the responses"})
+            for i, r in enumerate(rows):
+                require_whole_text(r, f"{path} row {i}")
             prompts = encode_prompts(tokenizer, [messages_of(r, prompt_key, path, i) for i, r in enumerate(rows)])
             for i, (row, p_ids) in enumerate(zip(rows, prompts)):
                 response = dotted_get(row, response_key)

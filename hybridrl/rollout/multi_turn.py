@@ -29,6 +29,7 @@ from torch import Tensor
 from hybridrl.rollout.base import Generation, RolloutEngine, SamplingParams
 from hybridrl.rollout.tools.base import ERROR_KINDS, CallResult, Tool, run_calls
 from hybridrl.rollout.tools.parser import end_of_first_call, parse_tool_calls
+from hybridrl.surrogates import replace_lone_surrogates
 
 _MARK_A, _MARK_T = "\x00ASSISTANT\x00", "\x00TOOL\x00"
 
@@ -56,8 +57,11 @@ class ChatDelta:
         return self.tokenizer(text, add_special_tokens=False)["input_ids"]
 
     def tool_turn(self, response: str) -> list[int]:
-        """The token ids that carry one tool response to the model and open its next turn."""
-        return self.open_ids + self._encode(self.wrap[0] + response + self.wrap[1]) + self.close_ids
+        """The token ids that carry one tool response to the model and open its next turn. A lone surrogate
+        in the answer becomes U+FFFD, as undecodable bytes do (tools/sandbox.py): a tool may echo one the
+        model wrote as a JSON escape ("\\ud83d"), and the tokenizer would raise on it and stop the run."""
+        text = replace_lone_surrogates(self.wrap[0] + response + self.wrap[1])
+        return self.open_ids + self._encode(text) + self.close_ids
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,8 @@ from typing import Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, ValidationError, field_validator
 
+from hybridrl.surrogates import find_lone_surrogate
+
 MAX_STOPS = 4  # OpenAI's limit on stop strings
 
 
@@ -151,10 +153,20 @@ class ChatRequest(BaseRequest):
             ("parallel_tool_calls", bool(self.parallel_tool_calls)), ("response_format", fmt != "text")]
 
 
+def check_text(body: dict) -> None:
+    """A 400 naming the field when any string of the body (a key too) holds a lone surrogate: the tokenizer
+    would raise on it, and an error echoing it could not be written as UTF-8."""
+    found = find_lone_surrogate(body)
+    if found is not None:
+        raise APIError(400, f"Invalid value for '{found.field}': it holds {found.describe()}; send whole "
+                            "characters", found.field, "invalid_value")
+
+
 def parse(model: type[BaseRequest], body: Any) -> BaseRequest:
     """The validated request, or an APIError 400 naming the first bad or unsupported field."""
     if not isinstance(body, dict):
         raise APIError(400, "The request body must be a JSON object")
+    check_text(body)
     try:
         req = model.model_validate(body)
     except ValidationError as e:

@@ -69,6 +69,11 @@ BAD_ROWS = {  # kind -> (the row, what the error must say)
     "empty message list": ({**row(), "prompt": []}, r"'prompt' is an empty list"),
     "non-list messages": ({**row(), "prompt": "What is 1+2?"},
                           r"'prompt' is a str \('What is 1\+2\?'\), not a list of chat messages"),
+    # json.dumps writes it as the escape "\ud83d", what a client that cut an emoji in two sends; it used to be the
+    # tokenizer's raw TypeError
+    "lone surrogate": ({**row(), "prompt": [{"role": "user", "content": "What is 1+2? \ud83d"}]},
+                       r"field 'prompt\[0\]\.content' holds a lone surrogate \\ud83d at character 13 \(half of a "
+                       r"UTF-16 pair.*; restore the whole character or delete it"),
 }
 
 
@@ -226,3 +231,50 @@ def test_overlong_prompt_error_names_the_setting_that_gave_the_limit(tmp_path, t
     with pytest.raises(DataError, match=re.escape("row 0: no 'data_source' value; name the reward scorer of every row "
                                                   "(--reward-fn-key). Leave it out")):
         RLDataset([bad], tok, "prompt", 64, names=DataNames(reward_fn_key="--reward-fn-key", bad_row_fix="Leave it out"))
+
+
+def test_a_lone_surrogate_in_any_column_is_a_bad_row(tmp_path, tok):
+    """extra_info reaches reward code and generation logs, which write UTF-8: refused as well, by its path."""
+    path = write_jsonl(tmp_path / "a.jsonl", [row(), {**row(), "extra_info": {"notes": ["fine", "x\udfff"]}}])
+    with pytest.raises(DataError, match=re.escape(f"{path} row 1: field 'extra_info.notes[1]' holds a lone "
+                                                  "surrogate \\udfff at character 1 (")):
+        RLDataset([path], tok, "prompt", 64)
+
+
+def test_the_eval_names_end_a_lone_surrogate_row_error(tmp_path, tok):
+    """`hybridrl eval` reads its data with its own names; the row error ends with its fix, not the trainer's."""
+    path = write_jsonl(tmp_path / "a.jsonl", [{**row(), "data_source": "\ud83d"}])
+    with pytest.raises(DataError, match=re.escape(f"{path} row 0: field 'data_source' holds a lone surrogate "
+                                                  "\\ud83d at character 0 (") + r".*\. Leave it out$"):
+        RLDataset([path], tok, "prompt", 64, names=DataNames(bad_row_fix="Leave it out"))
+
+
+def write_undecodable_parquet(path, good_rows: int) -> str:
+    """A parquet file whose 'prompt_text' string column holds, in its last row, the 3-byte form of U+D83D that
+    a careless writer (CESU-8) stores: pyarrow reads it, Python's strict UTF-8 decoding refuses it."""
+    texts = [b"fine"] * good_rows + [b"\xed\xa0\xbd"]
+    offsets = pa.array([4 * i for i in range(good_rows + 1)] + [4 * good_rows + 3], pa.int32())
+    bad = pa.Array.from_buffers(pa.string(), len(texts), [None, offsets.buffers()[1], pa.py_buffer(b"".join(texts))])
+    table = pa.Table.from_pylist([row() for _ in texts]).append_column("prompt_text", bad)
+    pq.write_table(table, path)
+    return str(path)
+
+
+def test_parquet_text_that_is_not_utf8_names_row_and_column(tmp_path, tok):
+    """Used to be a raw UnicodeDecodeError traceback from pyarrow's to_pylist."""
+    path = write_undecodable_parquet(tmp_path / "cesu.parquet", good_rows=2)
+    with pytest.raises(DataError, match=re.escape(f"data.train_files: {path} row 2: column 'prompt_text' holds text "
+                                                  "that is not UTF-8 (invalid continuation byte; often a lone "
+                                                  "surrogate, half of an emoji); rewrite the row's text as UTF-8")):
+        RLDataset([path], tok, "prompt", 64)
+
+
+def test_sft_rows_with_a_lone_surrogate_name_file_row_and_field(tmp_path, tok):
+    from hybridrl.data.sft import SFTDataset
+
+    rows = [{"prompt": [{"role": "user", "content": "hi"}], "answer": "3"},
+            {"prompt": [{"role": "user", "content": "hi"}], "answer": "4 \ud83d"}]
+    path = write_jsonl(tmp_path / "sft.jsonl", rows)
+    with pytest.raises(DataError, match=re.escape(f"{path} row 1: field 'answer' holds a lone surrogate \\ud83d at "
+                                                  "character 2 (half of a UTF-16 pair")):
+        SFTDataset([path], tok, "prompt", "answer", 64, "data.train_files")

@@ -70,3 +70,14 @@ def test_math_ground_truth_commas_and_boxed_fallback():
     assert row["reward_model"]["ground_truth"] == "\\frac{1}{2}" and row["extra_info"]["index"] == 3
     with pytest.raises(HybridRLError, match=r"x: no 'answer' field and no \\boxed\{\} in 'solution'"):
         math_row({"problem": "p", "solution": "none"}, "test", 0, "x")
+
+
+def test_a_lone_surrogate_names_the_row_and_field_before_anything_is_written(tmp_path):
+    """pyarrow's writer used to fail on it with a UnicodeEncodeError naming no row."""
+    bad = tmp_path / "test.jsonl"
+    rows = [{"question": "q", "answer": "#### 1"}, {"question": "q \ud83d", "answer": "#### 2"}]
+    bad.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.raises(HybridRLError, match=r"test\.jsonl row 1: field 'question' holds a lone surrogate \\ud83d at "
+                                            r"character 2 .*; restore the whole character or delete it$"):
+        convert("gsm8k", str(bad), str(tmp_path / "out"))
+    assert not (tmp_path / "out" / "test.parquet").exists()

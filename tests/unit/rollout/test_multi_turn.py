@@ -12,6 +12,7 @@ from hybridrl.rollout.base import Generation, RolloutEngine, SamplingParams, gen
 from hybridrl.rollout.hf import HFRolloutEngine
 from hybridrl.rollout.keyed import KeyedDraws
 from hybridrl.rollout.multi_turn import ChatDelta, MultiTurnEngine, MultiTurnSettings
+from hybridrl.rollout.tools.base import Tool, function_schema
 from hybridrl.rollout.tools.calculator import Calculator
 
 CALL = '<tool_call>{"name": "calculator", "arguments": {"expression": "1234+5678"}}</tool_call>'
@@ -100,6 +101,29 @@ def test_trained_tokens_are_the_generated_tokens_with_tool_turns_between(random_
     assert len(inner.outputs) == 2 and inner.draws.calls["train"] == 3
     s = rollout.turn_stats
     assert s["num_turns"].tolist() == [2.0, 1.0] and s["tool_call_counts/calculator"].tolist() == [1.0, 0.0]
+
+
+class Echo(Tool):
+    """Answers with its argument, as many user tools quote what they were given."""
+
+    default_schema = function_schema("echo", "repeats the text", "text", "the text")
+
+    def call(self, arguments: dict) -> str:
+        return f"you said: {arguments['text']}"
+
+
+def test_a_lone_surrogate_in_a_tool_answer_is_read_as_the_replacement_character(random_model_dir):
+    """The model may write half of an emoji as a JSON escape in its call; a tool that echoes it used to stop the run
+    with the tokenizer's TypeError. The tool turn holds U+FFFD instead, as undecodable sandbox output does."""
+    tok = AutoTokenizer.from_pretrained(random_model_dir)
+    call = '<tool_call>{"name": "echo", "arguments": {"text": "hi \\ud83d"}}</tool_call>'
+    inner = ScriptedEngine(tok, [[call], ["done"]])
+    mt = MultiTurnEngine(inner, tok, {"echo": Echo()}, MultiTurnSettings(2, 256))
+    rollout = generate_rollout(mt, _prompts(tok, 1), 1, SamplingParams(max_new_tokens=400))
+    call_ids = tok(call, add_special_tokens=False)["input_ids"]
+    tool = ChatDelta(tok).tool_turn("you said: hi \ufffd")
+    assert rollout.response_ids[0, len(call_ids):len(call_ids) + len(tool)].tolist() == tool
+    assert ChatDelta(tok).tool_turn("a\udfffb") == ChatDelta(tok).tool_turn("a\ufffdb")
 
 
 def test_malformed_unknown_and_failing_calls_become_error_messages(random_model_dir):

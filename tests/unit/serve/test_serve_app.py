@@ -90,6 +90,42 @@ def test_malformed_request_is_a_400_naming_the_field(client, path, body, param, 
     assert (err["type"], err["param"], err["code"]) == ("invalid_request_error", param, code)
 
 
+# half of an emoji's UTF-16 pair, as a client that cut the string sends it: used to be a 500 (the tokenizer's
+# TypeError), and a 500 too where an error echoed it (the model's 404), since a JSON response is written as UTF-8
+LONE_SURROGATES = [
+    (COMPLETIONS, {"prompt": "What is \ud83d"}, "prompt"),
+    (COMPLETIONS, {"prompt": ["What is", "1+2 \ud83d"]}, "prompt[1]"),
+    (COMPLETIONS, {"stop": ["\ud83d"]}, "stop[0]"),  # never tokenized, but it could never match either
+    (COMPLETIONS, {"model": "tiny\udc00"}, "model"),
+    (CHAT, {"messages": [{"role": "user", "content": "What is 1+2? \ud83d"}]}, "messages[0].content"),
+    (CHAT, {"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": [
+        {"type": "text", "text": "What is"}, {"type": "text", "text": " 1+2? \udfff"}]}]},
+     "messages[1].content[1].text"),
+    (CHAT, {"messages": [{"role": "user", "content": "x", "ex\ud83dtra": 1}]}, "messages[0].ex\\ud83dtra"),
+]
+
+
+@pytest.mark.parametrize("path, body, param", LONE_SURROGATES)
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_lone_surrogate_is_a_400_naming_the_field(client, path, body, param, stream):
+    request = {**(OK_PROMPT if path == COMPLETIONS else OK_CHAT), **body, "stream": stream}
+    raw = json.dumps(request)  # ASCII: the surrogate is the escape "\ud83d", legal JSON
+    err = error_of(client.post(path, content=raw, headers={"Content-Type": "application/json"}), 400)
+    assert (err["type"], err["param"], err["code"]) == ("invalid_request_error", param, "invalid_value")
+    assert err["message"].startswith(f"Invalid value for '{param}': it holds a lone surrogate \\u")
+
+
+def test_the_lone_surrogate_message_says_where_and_what_to_send(client):
+    raw = json.dumps({**OK_CHAT, "messages": [{"role": "user", "content": "What is 1+2? \ud83d"}]})
+    err = error_of(client.post(CHAT, content=raw, headers={"Content-Type": "application/json"}), 400)
+    assert err["message"] == ("Invalid value for 'messages[0].content': it holds a lone surrogate \\ud83d at "
+                              "character 13 (half of a UTF-16 pair, left when text is cut inside an emoji or another "
+                              "character beyond U+FFFF); it has no UTF-8 form, so no tokenizer can read it; send "
+                              "whole characters")
+    whole = json.dumps({**OK_CHAT, "messages": [{"role": "user", "content": "What is 1+2? \U0001f600"}]})
+    assert client.post(CHAT, content=whole, headers={"Content-Type": "application/json"}).status_code == 200
+
+
 @pytest.mark.parametrize("path, body, param", [(COMPLETIONS, {"model": MODEL}, "prompt"),
                                                (CHAT, {"model": MODEL}, "messages"),
                                                (COMPLETIONS, {"prompt": "x"}, "model")])
