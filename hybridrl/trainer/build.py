@@ -39,6 +39,7 @@ from hybridrl.trainer.async_rollout import AsyncRollouts
 from hybridrl.trainer.checkpoint import (
     ResumePoint,
     check_output_dir,
+    checkpoint_listing,
     config_changes,
     find_resume_point,
 )
@@ -175,12 +176,15 @@ def _reward(cfg: RLConfig, tokenizer, model=None) -> RewardManager:
 
 
 def build_run(cfg: RLConfig, plan: BatchPlan, log=print) -> RLRun:
-    """The run's collaborators. It holds its folder's lock (`RLRun.lock`) from before it reads a
-    checkpoint there until the trainer ends (or this fails)."""
+    """The run's collaborators. It decides where to resume before it writes anything (a refused resume
+    leaves the folder as it was), then holds the folder's lock (`RLRun.lock`) until the trainer ends (or
+    this fails); the decision is made again under the lock if the checkpoints changed in between."""
     for warning in config_warnings(cfg):
         log(f"WARNING: {warning}")
     log(check_memory(cfg, plan).describe().splitlines()[0])  # refuses a config that cannot fit, before any load
     tr = cfg.trainer
+    seen = checkpoint_listing(tr.default_local_dir)
+    resume = resume_point(cfg, log)  # it only reads: a refused resume leaves the folder as it was
     for key in ("default_local_dir", "rollout_data_dir", "validation_data_dir"):  # written every step: check now
         if getattr(tr, key) is not None:
             check_output_folder(getattr(tr, key), f"trainer.{key}")
@@ -188,7 +192,9 @@ def build_run(cfg: RLConfig, plan: BatchPlan, log=print) -> RLRun:
         check_output_file(tr.profile_timeline, "trainer.profile_timeline")
     lock = RunLock(tr.default_local_dir, log=log)  # a second run on this folder stops here
     try:
-        run = _build_run(cfg, plan, log)
+        if checkpoint_listing(tr.default_local_dir) != seen:  # a run that ended meanwhile saved or pruned: decide again
+            resume = resume_point(cfg, log)
+        run = _build_run(cfg, plan, resume, log)
     except BaseException:
         lock.release()
         raise
@@ -196,10 +202,9 @@ def build_run(cfg: RLConfig, plan: BatchPlan, log=print) -> RLRun:
     return run
 
 
-def _build_run(cfg: RLConfig, plan: BatchPlan, log) -> RLRun:
+def _build_run(cfg: RLConfig, plan: BatchPlan, resume: Optional[ResumePoint], log) -> RLRun:
     d, arr, tr = cfg.data, cfg.actor_rollout_ref, cfg.trainer
     run_dir = tr.default_local_dir
-    resume = resume_point(cfg, log)  # before anything is written to run_dir
     if tr.save_freq != 0:  # a full disk fails now, not at the first save
         folders = [arr.model.path] + ([cfg.critic.model.path or arr.model.path] if needs_critic(cfg) else [])
         check_output_dir(run_dir, sum(3 * weights_bytes(resolve_model_path(f)) for f in folders))

@@ -13,7 +13,10 @@ Layout of `<default_local_dir>/global_step_<N>/`:
 
 A checkpoint is written to a temporary folder, every file fsynced, then renamed into place
 (atomic on POSIX), and `latest_checkpointed_iteration.txt` (verl's name) is replaced last.
-Resume takes the newest folder whose manifest matches its files; a partial folder is skipped.
+Resume takes the newest folder whose manifest matches its files; a partial or damaged one is skipped,
+and when every one is, resume_mode=auto refuses (a fresh start would mix a new run into the old one's
+folder). hybridrl never deletes a damaged checkpoint: a save onto its step sets it aside as
+global_step_<N>.damaged, and pruning passes it over.
 """
 
 from __future__ import annotations
@@ -35,11 +38,13 @@ from omegaconf import OmegaConf
 
 from hybridrl.errors import ConfigError, HybridRLError
 from hybridrl.models.loading import quiet_loading
-from hybridrl.trainer.manifest import drop_from_manifest, problem_of, unchecked_note, write_manifest
+from hybridrl.trainer.manifest import MANIFEST, drop_from_manifest, problem_of, unchecked_note, write_manifest
 from hybridrl.trainer.runlock import not_writable
 
 LATEST = "latest_checkpointed_iteration.txt"
 STEP_DIR = re.compile(r"^global_step_(\d+)$")
+SET_ASIDE = ".damaged"  # suffix of a damaged checkpoint moved out of a new save's way (STEP_DIR no longer matches)
+LISTED = 5  # damaged checkpoints named in the refusal; the rest are counted, to keep it one readable line
 # Keys that may change on resume without changing what the run computes.
 RESUME_SAFE_KEYS = (
     "trainer.total_epochs", "trainer.total_training_steps", "trainer.save_freq", "trainer.test_freq", "trainer.logger",
@@ -150,14 +155,29 @@ def write_step_folder(root: str, step: int, write, key: str = "trainer.default_l
         write(tmp)
         _write_manifest(tmp, step)  # last inside the folder: its presence, sizes and checksums vouch for the rest
         _fsync_tree(tmp)
-        if os.path.exists(final):  # a stale folder of an earlier run that this one restarted over
-            shutil.rmtree(final)
+        if os.path.exists(final):  # a folder of an earlier run that this one restarted over (or skipped as damaged)
+            _clear_the_way(final)
         os.rename(tmp, final)
         _fsync_dir(root)
     except OSError as e:
         shutil.rmtree(tmp, ignore_errors=True)
         raise _save_failed(root, step, e, key) from e
     return final
+
+
+def _clear_the_way(final: str) -> None:
+    """Make room for a new global_step_<N>. An intact old one is replaced (the run started over from an
+    earlier step); a damaged one is renamed aside, not deleted: the refusal to resume said damaged
+    checkpoints are kept, for the user to restore or remove. Hashing it costs a read of the old folder,
+    paid only on such a collision."""
+    if problem_of(final, verify="") is None:
+        shutil.rmtree(final)
+        return
+    aside, n = final + SET_ASIDE, 1
+    while os.path.exists(aside):  # set aside by an earlier start-over too
+        n += 1
+        aside = f"{final}{SET_ASIDE}-{n}"
+    os.rename(final, aside)
 
 
 def _save_failed(root: str, step: int, e: OSError, key: str) -> HybridRLError:
@@ -176,8 +196,17 @@ def _save_failed(root: str, step: int, e: OSError, key: str) -> HybridRLError:
 def prune(root: str, keep_actor: Optional[int], keep_critic: Optional[int]) -> None:
     """Delete all but the newest `keep_actor` checkpoints, and the critic of all but the newest
     `keep_critic` (None: keep all). An older folder without its critic can still be exported,
-    but not resumed from in a run that needs a critic."""
-    steps = sorted(complete_checkpoints(root), reverse=True)
+    but not resumed from in a run that needs a critic.
+
+    Only whole checkpoints (manifest and sizes match) up to the one just saved (`latest`) are counted
+    or deleted. One that fails that check (cut short, files missing) is never deleted: the refusal to
+    resume promised to keep it. A newer one was left by an earlier run that got further (this run
+    started over or resumed before it): counting it would delete this run's own new checkpoints first.
+    Checksums are not verified here (hashing the old checkpoints at every save costs as much as writing
+    one), so an older same-size damaged one is pruned like any other; such damage is caught where a
+    checkpoint is used (resume, export, eval, serve)."""
+    newest = _latest_step(root)
+    steps = sorted((s for s in complete_checkpoints(root) if newest is None or s <= newest), reverse=True)
     if keep_actor is not None:
         for step in steps[keep_actor:]:
             shutil.rmtree(os.path.join(root, f"global_step_{step}"), ignore_errors=True)
@@ -192,20 +221,43 @@ def prune(root: str, keep_actor: Optional[int], keep_critic: Optional[int]) -> N
                 drop_from_manifest(folder, prefix, replace_text)
 
 
+def _latest_step(root: str) -> Optional[int]:
+    """The step `latest_checkpointed_iteration.txt` names (the save just made), None without a readable one."""
+    try:
+        with open(os.path.join(root, LATEST)) as f:
+            return int(f.read().strip())
+    except (OSError, ValueError):
+        return None
+
+
 # ---------------------------------------------------------------- reading
+
+
+def step_folders(root: str) -> dict[int, str]:
+    """{step: folder} of every global_step_<N> folder in `root`, whole or not."""
+    names = sorted(os.listdir(root)) if os.path.isdir(root) else []
+    return {int(m.group(1)): os.path.join(root, name) for name in names if (m := STEP_DIR.match(name))}
+
+
+def checkpoint_listing(root: str) -> tuple:
+    """What a resume decision read from `root`: each global_step_<N> and when its manifest was written.
+    Compared before and after taking the run lock, to see whether another run saved or pruned meanwhile."""
+    def stamp(folder: str) -> Optional[int]:
+        try:
+            return os.stat(os.path.join(folder, MANIFEST)).st_mtime_ns
+        except OSError:
+            return None
+
+    return tuple((step, stamp(folder)) for step, folder in sorted(step_folders(root).items()))
 
 
 def complete_checkpoints(root: str, log=None) -> dict[int, str]:
     """{step: folder} of the whole checkpoints in `root`; `log` hears of each partial one skipped."""
     found = {}
-    for name in sorted(os.listdir(root)) if os.path.isdir(root) else []:
-        m = STEP_DIR.match(name)
-        if not m:
-            continue
-        folder = os.path.join(root, name)
+    for step, folder in step_folders(root).items():
         problem = problem_of(folder)
         if problem is None:
-            found[int(m.group(1))] = folder
+            found[step] = folder
         elif log is not None:
             log(f"WARNING: skipping {folder}: {problem}")
     return found
@@ -225,31 +277,60 @@ def read_point(folder: str) -> ResumePoint:
 def find_resume_point(mode: str, root: str, resume_from_path: Optional[str], log=print) -> Optional[ResumePoint]:
     """The checkpoint to resume from under `trainer.resume_mode`, or None to start fresh. Its checksums
     are verified: `auto` passes over a damaged checkpoint to the one before (naming the file), and
-    refuses when every checkpoint there is damaged, rather than start over on top of them."""
+    refuses when every checkpoint there is damaged, rather than start over on top of them. Reads only:
+    callers decide before they write anything into `root`, so that a refusal leaves it as it was."""
     if mode == "disable":
         return None
     if mode == "resume_path":
         if not resume_from_path:
             raise ConfigError("trainer.resume_mode=resume_path needs trainer.resume_from_path=<.../global_step_N>")
-        problem = problem_of(resume_from_path, verify="") if os.path.isdir(resume_from_path) else "not a folder"
+        point, problem = _usable(resume_from_path) if os.path.isdir(resume_from_path) else (None, "not a folder")
         if problem:
             raise ConfigError(f"trainer.resume_from_path={resume_from_path!r} is not a whole checkpoint: {problem}")
         _note_unchecked(resume_from_path, log)
-        return read_point(resume_from_path)
-    found = complete_checkpoints(root, log)  # naming each partial folder it passes over
-    damaged = []
-    for step in sorted(found, reverse=True):
-        problem = problem_of(found[step], verify="")
-        if problem is None:
-            _note_unchecked(found[step], log)
-            return read_point(found[step])
-        damaged.append(f"{found[step]}: {problem}")
-        log(f"WARNING: skipping {found[step]}: {problem}; trying the checkpoint before it")
-    if damaged:
-        raise HybridRLError(f"every checkpoint in {root} is damaged ({'; '.join(damaged)}); restore them from a "
-                            "copy, or set trainer.resume_mode=disable to start over (or choose another "
-                            "trainer.default_local_dir)")
+        return point
+    return _newest_usable(root, log)
+
+
+def _newest_usable(root: str, log) -> Optional[ResumePoint]:
+    """resume_mode=auto: the newest intact checkpoint, warning of each newer one passed over; None when
+    `root` has none at all; a ConfigError when it has some and every one is damaged."""
+    skipped: list[tuple[str, str]] = []
+    for _, folder in sorted(step_folders(root).items(), reverse=True):
+        point, problem = _usable(folder)
+        if point is not None:
+            for passed, why in skipped:  # only now: a refusal is one line, not a warning per checkpoint first
+                log(f"WARNING: skipping {passed}: {why}; trying the checkpoint before it")
+            _note_unchecked(folder, log)
+            return point
+        skipped.append((folder, problem))
+    if skipped:
+        raise every_checkpoint_damaged(root, skipped)
     return None
+
+
+def _usable(folder: str) -> tuple[Optional[ResumePoint], Optional[str]]:
+    """(its resume point, None), or (None, why it cannot be resumed): damaged files, or a trainer
+    state that cannot be read (an old checkpoint checked by sizes only)."""
+    problem = problem_of(folder, verify="")
+    if problem is not None:
+        return None, problem
+    try:
+        return read_point(folder), None
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        return None, f"unreadable trainer_state.json ({type(e).__name__}: {e})"
+
+
+def every_checkpoint_damaged(root: str, skipped: list[tuple[str, str]]) -> ConfigError:
+    """The refusal of resume_mode=auto when no checkpoint in `root` can be resumed, naming each (newest
+    first) and the two ways on."""
+    named = "; ".join(f"{os.path.basename(folder)}: {problem}" for folder, problem in skipped[:LISTED])
+    more = f"; and {len(skipped) - LISTED} more" if len(skipped) > LISTED else ""
+    return ConfigError(
+        f"trainer.resume_mode=auto: every checkpoint in {root} is damaged ({named}{more}); nothing was written. Set "
+        f"trainer.resume_mode=disable to start over in this folder (the damaged checkpoints are kept: one whose step "
+        f"the new run saves is renamed to global_step_<N>{SET_ASIDE}), or point trainer.default_local_dir at "
+        "another folder")
 
 
 def _note_unchecked(folder: str, log) -> None:

@@ -35,7 +35,7 @@ from hybridrl.models.loading import (
     reward_model_to_train,
     weights_bytes,
 )
-from hybridrl.trainer.checkpoint import ResumePoint, check_output_dir, find_resume_point
+from hybridrl.trainer.checkpoint import ResumePoint, check_output_dir, checkpoint_listing, find_resume_point
 from hybridrl.trainer.optim import build_optimizer, warmup_steps_of
 from hybridrl.trainer.rm_checkpoint import (
     check_same_config,
@@ -133,12 +133,13 @@ def run_rm(cfg: RMConfig, log=progress.write) -> dict[str, float]:
     check_max_length(cfg)  # before the memory estimate, which such a length would blow up
     log(describe_rm_memory(check_rm_memory(cfg)))  # refused here, before loading, if it cannot fit
     folder = resolve_model_path(cfg.model.partial_pretrain, "model.partial_pretrain")
+    seen = checkpoint_listing(tr.default_local_dir)
+    point = _resume_point(cfg, log)  # it only reads: a refused resume leaves the folder as it was
     check_output_dir(tr.default_local_dir, weights_bytes(folder))  # unwritable or full: fail now, not after training
     lock = RunLock(tr.default_local_dir, log=log)  # a second run on this folder stops here
     try:
-        point = find_resume_point(tr.resume_mode, tr.default_local_dir, tr.resume_from_path, log)
-        if point is not None:
-            check_same_config(point, cfg)
+        if checkpoint_listing(tr.default_local_dir) != seen:  # a run that ended meanwhile saved: decide again
+            point = _resume_point(cfg, log)
         parts = _build(cfg, point, log)
         start = time.perf_counter()
         try:
@@ -155,6 +156,15 @@ def run_rm(cfg: RMConfig, log=progress.write) -> dict[str, float]:
         f"{'n/a' if acc is None else f'{acc:.3f}'}; reward model saved to {os.path.abspath(tr.default_local_dir)} "
         f"(use it as reward_model.model.path={os.path.abspath(tr.default_local_dir)})")
     return metrics
+
+
+def _resume_point(cfg: RMConfig, log) -> ResumePoint | None:
+    """The checkpoint to continue from (trainer.resume_mode), refusing one written with other results-changing keys."""
+    tr = cfg.trainer
+    point = find_resume_point(tr.resume_mode, tr.default_local_dir, tr.resume_from_path, log)
+    if point is not None:
+        check_same_config(point, cfg)
+    return point
 
 
 def _datasets(cfg: RMConfig, tokenizer, log) -> tuple[PreferenceDataset, PreferenceDataset | None]:

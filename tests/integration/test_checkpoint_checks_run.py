@@ -127,3 +127,49 @@ def test_a_damaged_checkpoint_without_checksums_fails_to_resume_in_one_line(arit
                                             r"was written by another config or is damaged: .*trainer\.resume_mode=disable"):
         train(overrides(arith_data, run, 4), log=lines.append)
     assert f"note: {folder} has no checksums (written by an older hybridrl); its files were checked by size only" in lines
+
+
+def cut_short(folder, *names: str) -> None:
+    """Truncate each file to half its size, as a full disk or an interrupted copy leaves it."""
+    for name in names:
+        with open(folder / name, "r+b") as f:
+            f.truncate(os.path.getsize(folder / name) // 2)
+
+
+def tree(run) -> dict[str, tuple[int, int]]:
+    """The folder and everything in it, with sizes and modification times: equal trees, nothing written."""
+    return {str(p.relative_to(run)): (p.stat().st_size, p.stat().st_mtime_ns)
+            for p in [run, *sorted(run.rglob("*"))]}
+
+
+def test_every_checkpoint_damaged_is_refused_then_disable_starts_over_beside_them(arith_data, tmp_path):
+    from hybridrl.trainer import checkpoint
+
+    run = tmp_path / "run"
+    train(overrides(arith_data, run, 3, "trainer.save_freq=1"))
+    for step in (1, 2, 3):
+        cut_short(run / f"global_step_{step}", "actor_state.pt", "trainer_state.json")
+    before = tree(run)
+    out = cli("train", *overrides(arith_data, run, 3, "trainer.save_freq=1"))
+    assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
+    assert "skipping" not in out.stdout + out.stderr  # the one line names them all
+    errors = [line for line in out.stderr.splitlines() if line.startswith("hybridrl train: error: ")]
+    assert len(errors) == 1 and errors[0].startswith(
+        f"hybridrl train: error: trainer.resume_mode=auto: every checkpoint in {run} is damaged (global_step_3: "
+        "actor_state.pt has "), out.stderr
+    assert errors[0].endswith("); nothing was written. Set trainer.resume_mode=disable to start over in this folder "
+                              "(the damaged checkpoints are kept: one whose step the new run saves is renamed to "
+                              "global_step_<N>.damaged), or point trainer.default_local_dir at another folder")
+    assert tree(run) == before  # not the lock file, metrics.jsonl, config.yaml or any checkpoint
+
+    damaged = {step: tree(run / f"global_step_{step}") for step in (1, 2, 3)}
+    _, summary = train(overrides(arith_data, run, 2, "trainer.save_freq=1", "trainer.resume_mode=disable",
+                                 "trainer.max_actor_ckpt_to_keep=1"))
+    assert summary.steps == 2
+    assert tree(run / "global_step_1.damaged") == damaged[1] and tree(run / "global_step_2.damaged") == damaged[2]
+    assert tree(run / "global_step_3") == damaged[3]  # a step the new run did not reach: untouched, and not pruned
+    assert not (run / "global_step_1").exists()  # keep 1: the new run's own step 1 was pruned
+    lines = []
+    assert checkpoint.find_resume_point("auto", str(run), None, lines.append).step == 2  # the new run's, intact
+    assert len(lines) == 1 and lines[0].startswith(f"WARNING: skipping {run}/global_step_3: actor_state.pt has "
+                                                   f"{damaged[3]['actor_state.pt'][0]} bytes, the manifest says ")

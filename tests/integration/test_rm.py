@@ -229,3 +229,32 @@ def test_max_length_beyond_the_models_positions_is_refused(random_model_dir, pai
     with pytest.raises(ConfigError, match=r"data.max_length=100000 exceeds the model's max_position_embeddings="):
         run_rm(load_config(RMConfig, None, rm_args(random_model_dir, pairs, tmp_path / "rm", 1,
                                                    "data.max_length=100000")), log=lambda *_: None)
+
+
+def tree(folder) -> dict[str, tuple[int, int]]:
+    """The folder and everything in it, with sizes and modification times: equal trees, nothing written."""
+    return {str(p.relative_to(folder)): (p.stat().st_size, p.stat().st_mtime_ns)
+            for p in [folder, *sorted(folder.rglob("*"))]}
+
+
+def test_every_checkpoint_damaged_is_refused_then_disable_starts_over_beside_them(random_model_dir, pairs, tmp_path):
+    from hybridrl.errors import ConfigError
+
+    out = tmp_path / "rm"
+    args = lambda *extra: rm_args(random_model_dir, pairs, out, 2, "trainer.save_freq=1", *extra)  # noqa: E731
+    run_rm(load_config(RMConfig, None, args()), log=lambda *_: None)
+    for step in (1, 2):
+        state = out / f"global_step_{step}" / "rm_state.pt"
+        with open(state, "r+b") as f:
+            f.truncate(state.stat().st_size // 2)
+    before, damaged = tree(out), {step: tree(out / f"global_step_{step}") for step in (1, 2)}
+    with pytest.raises(ConfigError, match=r"^trainer\.resume_mode=auto: every checkpoint in .* is damaged "
+                                          r"\(global_step_2: rm_state\.pt has \d+ bytes, .*; global_step_1: rm_state\.pt "
+                                          r".*\); nothing was written\. Set trainer\.resume_mode=disable to start over"):
+        run_rm(load_config(RMConfig, None, args()), log=lambda *_: None)
+    assert tree(out) == before  # not the lock file, metrics.jsonl, the final model or any checkpoint
+    run_rm(load_config(RMConfig, None, args("trainer.resume_mode=disable")), log=lambda *_: None)
+    assert sorted(p.name for p in out.glob("global_step_*")) == ["global_step_1", "global_step_1.damaged",
+                                                                 "global_step_2", "global_step_2.damaged"]
+    for step in (1, 2):  # moved aside whole: the same files, sizes and times
+        assert tree(out / f"global_step_{step}.damaged") == damaged[step]

@@ -31,3 +31,23 @@ def test_sft_lowers_the_loss_and_saves_a_hf_folder(random_model_dir, arith_data,
         tok = AutoTokenizer.from_pretrained(folder)
         assert model.config.model_type == "qwen2" and tok.chat_template
     assert not (out / "global_step_30").exists()
+
+
+def test_sft_starts_over_beside_damaged_checkpoints_and_keeps_them(random_model_dir, arith_data, tmp_path):
+    """sft never resumes (each run starts from model.partial_pretrain), so damaged checkpoints in its folder
+    refuse nothing; but no run deletes them: the ones whose step it saves again are set aside whole."""
+    out = tmp_path / "sft"
+    args = [f"model.partial_pretrain={random_model_dir}", f"data.train_files={arith_data['train']}",
+            "data.val_files=[]", "data.train_batch_size=8", "trainer.total_training_steps=2", "trainer.save_freq=1",
+            "trainer.logger=[file]", f"trainer.default_local_dir={out}"]
+    run_sft(load_config(SFTConfig, None, args), log=lambda *_: None)
+    damaged = {}
+    for step in (1, 2):
+        weights = out / f"global_step_{step}" / "model.safetensors"
+        with open(weights, "r+b") as f:
+            f.truncate(weights.stat().st_size // 2)
+        damaged[step] = {p.name: p.read_bytes() for p in weights.parent.iterdir()}
+    run_sft(load_config(SFTConfig, None, args), log=lambda *_: None)
+    for step in (1, 2):
+        assert {p.name: p.read_bytes() for p in (out / f"global_step_{step}.damaged").iterdir()} == damaged[step]
+        assert AutoModelForCausalLM.from_pretrained(out / f"global_step_{step}").config.model_type == "qwen2"

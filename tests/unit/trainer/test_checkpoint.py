@@ -52,7 +52,8 @@ def test_latest_complete_skips_partial_and_temporary_folders(tmp_path):
     assert (point.step, point.epoch, point.sample) == (3, 1, 16)
     warnings = []
     assert checkpoint.find_resume_point("auto", str(tmp_path), None, warnings.append).step == 3
-    assert warnings == [f"WARNING: skipping {broken}: no checkpoint.json (the save did not finish)"]
+    assert warnings == [f"WARNING: skipping {broken}: no checkpoint.json (the save did not finish); trying the "
+                        "checkpoint before it"]
     assert checkpoint.find_resume_point("disable", str(tmp_path), None) is None
     with pytest.raises(Exception, match=r"resume_from_path=.*global_step_9' is not a whole checkpoint: no checkpoint"):
         checkpoint.find_resume_point("resume_path", str(tmp_path), str(broken))

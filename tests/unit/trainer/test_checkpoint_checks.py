@@ -160,3 +160,116 @@ def test_sft_final_model_carries_a_manifest_of_its_own_files(tmp_path, random_mo
     zero_header(root / "model.safetensors")
     with pytest.raises(DamagedCheckpoint, match=r"sft is not a usable checkpoint: model\.safetensors does not match"):
         actor_folder(str(root))
+
+
+def truncate(path, size: int = 10) -> None:
+    with open(path, "r+b") as f:
+        f.truncate(size)
+
+
+def tree(root) -> dict[str, tuple[int, int]]:
+    """The folder and everything in it, with sizes and modification times: equal trees, nothing written."""
+    return {str(p.relative_to(root)): (p.stat().st_size, p.stat().st_mtime_ns)
+            for p in [root, *sorted(root.rglob("*"))]}
+
+
+def test_every_checkpoint_damaged_is_one_refusal_naming_each_and_writing_nothing(tmp_path):
+    state = make_folder(tmp_path, 2) / "trainer_state.json"
+    saved_size = state.stat().st_size
+    truncate(state)
+    zero_header(make_folder(tmp_path, 4) / "actor" / "model.safetensors")  # same size: only the checksum tells
+    (tmp_path / ".tmp_global_step_6_1").mkdir()  # a save killed mid-write is not a checkpoint
+    before, lines = tree(tmp_path), []
+    with pytest.raises(ConfigError) as e:
+        checkpoint.find_resume_point("auto", str(tmp_path), None, lines.append)
+    assert str(e.value) == (
+        f"trainer.resume_mode=auto: every checkpoint in {tmp_path} is damaged (global_step_4: actor/model.safetensors "
+        "does not match its SHA-256 in checkpoint.json: the file changed after it was saved (damaged); global_step_2: "
+        f"trainer_state.json has 10 bytes, the manifest says {saved_size}); nothing was written. Set "
+        "trainer.resume_mode=disable to start over in this folder (the damaged checkpoints are kept: one whose step "
+        "the new run saves is renamed to global_step_<N>.damaged), or point trainer.default_local_dir at another "
+        "folder")
+    assert lines == []  # the one line says it all: no warning per checkpoint before it
+    assert tree(tmp_path) == before
+    assert checkpoint.find_resume_point("disable", str(tmp_path), None, lines.append) is None
+
+
+def test_a_refusal_names_five_checkpoints_and_counts_the_rest(tmp_path):
+    for step in range(1, 8):
+        (make_folder(tmp_path, step) / "checkpoint.json").unlink()
+    with pytest.raises(ConfigError, match=r"\(global_step_7: no checkpoint\.json .*global_step_3: no checkpoint\.json "
+                                          r"\(the save did not finish\); and 2 more\); nothing was written"):
+        checkpoint.find_resume_point("auto", str(tmp_path), None)
+
+
+def test_one_damaged_checkpoint_is_still_passed_over_for_the_one_before(tmp_path):
+    make_folder(tmp_path, 2)
+    newest = make_folder(tmp_path, 4)
+    truncate(newest / "actor" / "model.safetensors")
+    lines = []
+    assert checkpoint.find_resume_point("auto", str(tmp_path), None, lines.append).step == 2
+    assert lines == [f"WARNING: skipping {newest}: actor/model.safetensors has 10 bytes, the manifest says 2048; "
+                     "trying the checkpoint before it"]
+    with pytest.raises(ConfigError, match=r"resume_from_path=.*global_step_4' is not a whole checkpoint: "
+                                          r"actor/model\.safetensors has 10 bytes"):
+        checkpoint.find_resume_point("resume_path", str(tmp_path), str(newest))
+
+
+def test_no_checkpoint_at_all_is_a_fresh_start(tmp_path):
+    assert checkpoint.find_resume_point("auto", str(tmp_path / "new"), None) is None
+    (tmp_path / ".tmp_global_step_2_1").mkdir()
+    (tmp_path / "metrics.jsonl").write_text("")
+    assert checkpoint.find_resume_point("auto", str(tmp_path), None) is None
+
+
+def test_an_unreadable_trainer_state_of_a_sizes_only_checkpoint_is_damage_not_a_traceback(tmp_path):
+    folder = make_folder(tmp_path, 2)
+    (folder / "trainer_state.json").write_text("{" + " " * (len((folder / "trainer_state.json").read_text()) - 1))
+    manifest = json.loads((folder / "checkpoint.json").read_text())
+    old = {"step": 2, "files": {rel: entry["size"] for rel, entry in manifest["files"].items()}}  # format 1
+    (folder / "checkpoint.json").write_text(json.dumps(old))
+    with pytest.raises(ConfigError, match=r"global_step_2: unreadable trainer_state\.json \(JSONDecodeError: "):
+        checkpoint.find_resume_point("auto", str(tmp_path), None)
+
+
+def test_a_save_onto_a_damaged_step_sets_it_aside_and_onto_an_intact_one_replaces_it(tmp_path):
+    truncate(make_folder(tmp_path, 2) / "trainer_state.json")
+    damaged = tree(tmp_path / "global_step_2")
+    make_folder(tmp_path, 2)
+    assert tree(tmp_path / "global_step_2.damaged") == damaged  # moved whole, not rewritten
+    assert checkpoint.problem_of(str(tmp_path / "global_step_2"), verify="") is None
+    (tmp_path / "global_step_2" / "checkpoint.json").unlink()
+    make_folder(tmp_path, 2)  # a second start-over onto a damaged step 2
+    assert (tmp_path / "global_step_2.damaged-2" / "trainer_state.json").is_file()
+    intact = make_folder(tmp_path, 4)
+    make_folder(tmp_path, 4)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["global_step_2", "global_step_2.damaged",
+                                                          "global_step_2.damaged-2", "global_step_4"]
+    assert checkpoint.problem_of(str(intact), verify="") is None
+    assert checkpoint.complete_checkpoints(str(tmp_path)).keys() == {2, 4}  # set-aside folders are no checkpoints
+
+
+def test_pruning_never_deletes_or_counts_a_damaged_checkpoint_nor_a_newer_one(tmp_path):
+    truncate(make_folder(tmp_path, 1) / "trainer_state.json")  # an earlier run's, damaged
+    truncate(make_folder(tmp_path, 9) / "trainer_state.json")
+    make_folder(tmp_path, 8)  # an earlier run that went further: intact, but not this run's history
+    for step in (2, 3, 4):  # this run's saves
+        make_folder(tmp_path, step)
+        (tmp_path / checkpoint.LATEST).write_text(str(step))
+        checkpoint.prune(str(tmp_path), keep_actor=2, keep_critic=None)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "global_step_1", "global_step_3", "global_step_4", "global_step_8", "global_step_9", checkpoint.LATEST]
+    assert checkpoint.problem_of(str(tmp_path / "global_step_1")).startswith("trainer_state.json has 10 bytes")
+
+
+def test_the_listing_sees_another_runs_save_or_rewrite(tmp_path):
+    make_folder(tmp_path, 2)
+    seen = checkpoint.checkpoint_listing(str(tmp_path))
+    assert checkpoint.checkpoint_listing(str(tmp_path)) == seen
+    (tmp_path / "metrics.jsonl").write_text("{}\n")  # what a resume decision does not read
+    assert checkpoint.checkpoint_listing(str(tmp_path)) == seen
+    make_folder(tmp_path, 4)
+    assert checkpoint.checkpoint_listing(str(tmp_path)) != seen
+    seen = checkpoint.checkpoint_listing(str(tmp_path))
+    os.utime(tmp_path / "global_step_4" / "checkpoint.json", ns=(1, 1))  # rewritten in place
+    assert checkpoint.checkpoint_listing(str(tmp_path)) != seen

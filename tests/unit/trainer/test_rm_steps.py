@@ -104,3 +104,28 @@ def test_evaluate_reports_accuracy_and_mean_margin_over_every_pair(model, data, 
     assert metrics["val/pair_accuracy"] == (r_c > r_r).float().mean().item()
     assert math.isclose(metrics["val/margin_mean"], (r_c - r_r).mean().item(), rel_tol=1e-5, abs_tol=1e-6)
     assert 0 < metrics["val/loss"] < 50
+
+
+def test_a_folder_of_only_damaged_checkpoints_is_refused_before_anything_is_written(tmp_path, monkeypatch):
+    import os
+
+    from hybridrl.errors import ConfigError
+    from hybridrl.trainer import rm as rm_trainer
+    from hybridrl.trainer.checkpoint import write_step_folder
+
+    def write(tmp):
+        with open(os.path.join(tmp, "rm_state.pt"), "wb") as f:
+            f.write(b"s" * 4096)
+
+    for step in (1, 2):
+        with open(write_step_folder(str(tmp_path), step, write) + "/rm_state.pt", "r+b") as f:
+            f.truncate(100)
+    before = {p: (p.stat().st_size, p.stat().st_mtime_ns) for p in [tmp_path, *tmp_path.rglob("*")]}
+    monkeypatch.setattr(rm_trainer, "reward_model_to_train", lambda *a: pytest.fail("loaded before the resume check"))
+    cfg = load_config(RMConfig, None, [f"trainer.default_local_dir={tmp_path}"])
+    with pytest.raises(ConfigError, match=r"^trainer\.resume_mode=auto: every checkpoint in .* is damaged "
+                                          r"\(global_step_2: rm_state\.pt has 100 bytes, the manifest says 4096; "
+                                          r"global_step_1: .*\); "
+                                          r"nothing was written\. Set trainer\.resume_mode=disable"):
+        rm_trainer.run_rm(cfg, log=lambda *_: None)
+    assert {p: (p.stat().st_size, p.stat().st_mtime_ns) for p in [tmp_path, *tmp_path.rglob("*")]} == before
