@@ -2,8 +2,10 @@
 
 Order: dataclass defaults < YAML file < `key=value` overrides (Hydra's `+key=value` and
 `++key=value` too). Every key is checked against the dataclass tree first: a verl key the
-schema lacks gets its own answer from config/verl_keys.py (accepted, or refused saying why),
-any other unknown key is an error naming the closest valid key of its section; every value is
+schema lacks gets its own answer from config/verl_keys.py (accepted, or refused saying why), as do
+Hydra's `defaults:` and `hydra:` (config/hydra_keys.py) and TRL's names (config/trl_keys.py: `beta`
+is the KL coefficient); any other unknown key is an error naming the valid keys it plausibly stands
+for (config/suggest.py), or saying that none does; every value is
 type-checked by OmegaConf, re-worded as one line naming the key and the expected type; `${...}`
 references are resolved, a broken one named with its key; and every value is checked against the
 range or choices its field declares (config/constraints.py). All these problems of one command are
@@ -13,7 +15,6 @@ reported together (errors.ConfigErrors).
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import functools
 import os
 import re
@@ -25,7 +26,11 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from hybridrl.config.constraints import check_constraints
+from hybridrl.config.hydra_keys import SECTION as HYDRA_SECTION
+from hybridrl.config.hydra_keys import judge as judge_hydra_key
 from hybridrl.config.schema import RLConfig
+from hybridrl.config.suggest import did_you_mean, suggestions
+from hybridrl.config.trl_keys import answer as trl_answer
 from hybridrl.config.verl_keys import judge as judge_verl_key
 from hybridrl.errors import ConfigError, raise_all
 
@@ -230,13 +235,14 @@ def _checked(cls: type, cfg: DictConfig, source: str, errors: list[str], refused
     keys wrapped in a list; an unknown key is reported (see _unknown_key_problem) and left out."""
     keys = valid_keys(cls)
     out = OmegaConf.create()
-    for dotted, value in _leaves(cfg, free=_free_keys(cls)):
+    for dotted, value in _leaves(cfg, free=_free_keys(cls) | {HYDRA_SECTION}):  # `hydra:` answered once, whole
         if dotted not in keys:
             problem = _unknown_key_problem(cls, dotted, value, keys)
             if problem is None:  # a verl key accepted with the one behaviour hybridrl has: nothing reads it
                 continue
             errors.append(f"{source}: {problem}")
-            refused.update([dotted, *difflib.get_close_matches(dotted, list(keys), n=1, cutoff=0.6)])
+            # the keys a "did you mean" proposes: the cross-key checks would only report their defaults
+            refused.update([dotted, *suggestions(dotted, list(keys))])
             continue
         if value == "???":  # OmegaConf's "missing" marker: a merge would silently keep the old value
             errors.append(f"{source}: {dotted}=??? leaves the key without a value; give one (or remove it)")
@@ -265,60 +271,19 @@ def _leaves(cfg: DictConfig, prefix: str = "", free: set[str] = frozenset()) -> 
 
 
 def _unknown_key_problem(cls: type, dotted: str, value: Any, keys: dict[str, dataclasses.Field]) -> str | None:
-    """Why a key the schema lacks is refused, or None when it is a verl key accepted with this value."""
+    """Why a key the schema lacks is refused, or None when it is a verl (or Hydra) key accepted with
+    this value. The tables of names from elsewhere come before the "did you mean", whose spelling
+    likeness would point the wrong way for them (TRL's `beta` looks like critic.optim.betas)."""
     group = next((k for k in keys if k.startswith(dotted + ".")), None)
     if group is not None:
         return f"{dotted!r} is a group of keys, not a value; set e.g. {group}=..."
-    if cls is RLConfig:
+    verdict = judge_hydra_key(dotted, value)
+    if verdict is None and cls is RLConfig:  # the verl and TRL tables name RL keys
         verdict = judge_verl_key(dotted, value)
-        if verdict is not None:
-            return None if verdict.accepted else verdict.message
-    return f"unknown key {dotted!r}; {_suggest(dotted, list(keys))}"
-
-
-def _section(dotted: str) -> str:
-    """The part of the config a key belongs to: a top-level group (data, critic, trainer ...), or
-    one of actor_rollout_ref's roles (actor_rollout_ref.actor, .rollout, .ref, .model)."""
-    parts = dotted.split(".")
-    return ".".join(parts[:2]) if parts[0] == "actor_rollout_ref" and len(parts) > 2 else parts[0]
-
-
-def _suggest(dotted: str, keys: list[str]) -> str:
-    """The closest valid keys, never one of an unrelated section (a critic key for an actor key): the
-    closest key of the typed key's own section (a misspelt section name is read as the section it is
-    closest to), and the same leaf in a sibling role of actor_rollout_ref (the typed
-    actor.log_prob_micro_batch_size_per_gpu is rollout's); a key under a section that does not exist is
-    matched by its leaf, in the group whose name is closest (actor.use_kl_loss ->
-    actor_rollout_ref.actor.use_kl_loss)."""
-    sections = sorted({_section(k) for k in keys})
-    section, leaf = _section(dotted), _leaf(dotted)
-    known = difflib.get_close_matches(section, sections, n=1, cutoff=0.8)
-    if known:
-        rest = {k[len(known[0]) + 1:]: k for k in keys if _section(k) == known[0]}
-        close = [rest[m] for m in difflib.get_close_matches(dotted[len(section) + 1:], list(rest), n=1, cutoff=0.6)]
-        top = known[0].split(".")[0]
-        close += [k for k in keys if k.split(".")[0] == top and _leaf(k) == leaf and k not in close][:1]
-    else:
-        ranked = sorted(((_likeness(leaf, _leaf(k)), _group_likeness(dotted, k), k) for k in keys), reverse=True)
-        close = [k for by_leaf, _, k in ranked[:1] if by_leaf >= 0.75]
-    if not close:
-        return "no similar key exists (--help lists every key)"
-    return f"did you mean {' or '.join(repr(k) for k in close)}? (--help lists every key)"
-
-
-def _leaf(dotted: str) -> str:
-    return dotted.rsplit(".", 1)[-1]
-
-
-def _likeness(a: str, b: str) -> float:
-    return difflib.SequenceMatcher(None, a, b).ratio()
-
-
-def _group_likeness(dotted: str, key: str) -> float:
-    """How alike the groups of two keys look: the typed key's innermost group name against each of the
-    candidate's group names (`actor` is like `actor_rollout_ref.actor`, not `critic`)."""
-    typed = dotted.rsplit(".", 1)[0].rsplit(".", 1)[-1] if "." in dotted else ""
-    return max(_likeness(typed, g) for g in key.split(".")[:-1] or [""])
+    if verdict is not None:
+        return None if verdict.accepted else verdict.message
+    trl = trl_answer(dotted, value) if cls is RLConfig else None
+    return trl or f"unknown key {dotted!r}; {did_you_mean(dotted, list(keys))}"
 
 
 def _type_error_message(cls: type, e: OmegaConfBaseException) -> str:

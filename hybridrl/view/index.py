@@ -32,7 +32,7 @@ class LineIndex:
         """Index lines appended since the last call; True when the file changed. A missing file is empty."""
         try:
             st = os.stat(self.path)
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):  # NotADirectory: a file was given where a folder goes
             st = None
         key = (st.st_mtime, st.st_size) if st else (0.0, 0)
         if key == self._mtime_size:

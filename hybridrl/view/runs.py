@@ -36,6 +36,7 @@ class GenerationSource:
     _line_steps: list[int] = dataclasses.field(default_factory=list)
 
     def steps(self) -> list[int]:
+        self.check_present()
         if self.per_step_files:
             try:
                 names = os.listdir(self.path)
@@ -43,6 +44,13 @@ class GenerationSource:
                 return []
             return sorted(int(m[1]) for n in names if (m := _STEP_FILE.match(n)))
         return sorted(set(self._one_file_steps()))
+
+    def check_present(self) -> None:
+        """Raise ViewError when the dump was deleted or moved while served (it existed when the run was
+        loaded): its steps would otherwise just vanish from the page without a word."""
+        if not os.path.exists(self.path):
+            raise ViewError(f"{self.path}: the {self.kind} dump was deleted or moved while the viewer ran; its "
+                            "generations cannot be read until it is back")
 
     def steps_with(self, prompt: str) -> list[int]:
         """The steps whose dump holds a row of this prompt: a byte search for its "input" field as json.dumps
@@ -99,24 +107,34 @@ def _step_of_json(line: bytes, _: int) -> int:
 
 
 class RunFolder:
-    """One run folder (trainer.default_local_dir), or a metrics.jsonl file's folder."""
+    """One run folder (trainer.default_local_dir). Anything else given (a file, a missing path) is a run
+    with a problem and nothing to read, named by what was given: not by a folder the user did not name."""
 
     def __init__(self, path: str):
+        self.given = path  # as typed: what every message about the path names
         self.path = os.path.abspath(path)
-        self.problems: list[str] = []  # shown on the page beside the run
-        folder = os.path.dirname(self.path) if os.path.isfile(self.path) else self.path
-        if not os.path.exists(self.path):
-            self.problems.append(f"{path}: no such folder")
-        elif os.path.isdir(self.path) and not os.path.isfile(os.path.join(self.path, "metrics.jsonl")):
-            self.problems.append(f"{path}: no metrics.jsonl (not a run folder, or the run logged nothing yet; "
-                                 "runs log it with trainer.logger including 'file')")
-        self.folder = folder
-        metrics = self.path if os.path.isfile(self.path) else os.path.join(folder, "metrics.jsonl")
-        self.metrics = LineIndex(metrics)
+        self.folder = self.path
+        self.was_folder = os.path.isdir(self.path)  # one deleted later is gone; one missing now may still come
+        self.problems: list[str] = _path_problems(path, self.path)  # shown on the page beside the run
+        self.metrics = LineIndex(os.path.join(self.folder, "metrics.jsonl"))
         self.table = MetricsTable(self.metrics)
         self.config = self._read_config()
-        self.name = str(self._select("trainer.experiment_name") or os.path.basename(folder))
+        self.name = str(self._select("trainer.experiment_name") or os.path.basename(self.folder))
         self.sources = self._sources()
+
+    def gone(self) -> Optional[str]:
+        """Why the run can no longer be read (its folder deleted or moved while served), or None."""
+        if self.was_folder and not os.path.isdir(self.folder):
+            return (f"{self.given}: the run folder was deleted or moved while the viewer ran; what the page has "
+                    "stays as last read, nothing more is read until the folder is back (restart `hybridrl view` "
+                    "without it to drop it)")
+        return None
+
+    def check_present(self) -> None:
+        """Raise ViewError naming the deleted folder, so that a request about it answers why (the page shows
+        the message) instead of an empty run."""
+        if (why := self.gone()) is not None:
+            raise ViewError(why)
 
     def _read_config(self):
         path = os.path.join(self.folder, "config.yaml")
@@ -163,6 +181,7 @@ class RunFolder:
         return found
 
     def source(self, kind: str) -> GenerationSource:
+        self.check_present()
         if kind not in self.sources:
             have = ", ".join(self.sources) or "none"
             raise ViewError(f"run {self.name!r} has no {kind} generations (it has: {have}); set "
@@ -170,7 +189,9 @@ class RunFolder:
         return self.sources[kind]
 
     def metrics_table(self) -> MetricsTable:
-        """The run's metrics as columns, brought up to date (only appended lines are parsed)."""
+        """The run's metrics as columns, brought up to date (only appended lines are parsed); ViewError when
+        the folder is gone, since reading its missing metrics.jsonl would empty the curves without a word."""
+        self.check_present()
         self.table.refresh()
         return self.table
 
@@ -190,10 +211,35 @@ class RunFolder:
         return sorted(out, key=lambda c: c["step"])
 
     def summary(self) -> dict:
-        self.metrics.refresh()
-        return {"name": self.name, "path": self.path, "problems": list(self.problems),
-                "metric_lines": len(self.metrics), "generations": {k: s.path for k, s in self.sources.items()},
-                "checkpoints": self.checkpoints()}
+        """The run as the page lists it; a run whose folder is gone keeps its last counts, marked gone with
+        the reason among its problems."""
+        gone = self.gone()
+        if gone is None:
+            self.metrics.refresh()
+        return {"name": self.name, "path": self.path, "problems": self.problems + ([gone] if gone else []),
+                "gone": gone is not None, "metric_lines": len(self.metrics),
+                "generations": {k: s.path for k, s in self.sources.items()},
+                "checkpoints": [] if gone else self.checkpoints()}
+
+
+def _path_problems(given: str, path: str) -> list[str]:
+    """What is wrong with a path given as a run folder: missing, a file, or a folder without metrics.jsonl."""
+    if os.path.isfile(path):
+        return [_file_problem(given, path)]
+    if not os.path.exists(path):
+        return [f"{given}: no such folder"]
+    if not os.path.isfile(os.path.join(path, "metrics.jsonl")):
+        return [f"{given}: no metrics.jsonl (not a run folder, or the run logged nothing yet; runs log it with "
+                "trainer.logger including 'file')"]
+    return []
+
+
+def _file_problem(given: str, path: str) -> str:
+    """A file given as a run: named as given, with the folder to give instead when its own holds a run."""
+    parent = os.path.dirname(path)
+    instead = (f": `hybridrl view {os.path.dirname(given) or '.'}`"
+               if os.path.isfile(os.path.join(parent, "metrics.jsonl")) else " (the run's trainer.default_local_dir)")
+    return f"{given}: a file, not a run folder; give the run folder, the one holding metrics.jsonl{instead}"
 
 
 def load_folders(paths: list[str]) -> list[RunFolder]:

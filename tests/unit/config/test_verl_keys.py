@@ -199,8 +199,9 @@ def test_too_many_pluses_or_no_key_is_malformed(item):
 
 @pytest.mark.parametrize("typed,expected", [
     ("actor.ppo_micro_batch_size_per_gpu", "did you mean 'actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu'?"),
+    # the rollout's key alone: the actor's ppo_micro_batch_size_per_gpu lacks "log prob", another quantity
     ("actor_rollout_ref.actor.log_prob_micro_batch_size_per_gpu",
-     "or 'actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu'?"),
+     "did you mean 'actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu'?"),
     ("critc.ppo_epochs", "did you mean 'critic.ppo_epochs'?"),
     ("critic.use_kl_loss", "no similar key exists"),  # an actor key, not the critic's
     ("critic.optim.grad_clip", "did you mean 'critic.grad_clip'?"),

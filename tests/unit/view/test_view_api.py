@@ -1,6 +1,7 @@
 """The viewer's HTTP API through FastAPI's TestClient: answers, live updates, messages instead of 500s, auth."""
 
 import json
+import shutil
 
 import pytest
 from fastapi.testclient import TestClient
@@ -105,6 +106,25 @@ def test_bad_folders_and_half_written_files_are_messages_never_500(tmp_path):
     assert all(r.json().get("error") or r.status_code == 200 for r in responses)
     assert "no rollout generations at step 99" in responses[4].json()["error"]
     assert responses[0].json()["total"] == 2  # the cut-short row is not read
+
+
+def test_a_run_deleted_while_served_is_a_message_not_an_empty_run(two_runs):
+    c = client(two_runs)
+    assert c.get("/api/metrics", params={"run": 0}).json()["steps"] == [0, 1, 2, 3]
+    shutil.rmtree(two_runs[0])
+    metrics = c.get("/api/metrics", params={"run": 0})
+    assert metrics.status_code == 404 and "the run folder was deleted or moved" in metrics.json()["error"]
+    assert c.get("/api/steps", params={"run": 0, "kind": "rollout"}).status_code == 404
+    listed = c.get("/api/runs").json()["runs"]
+    assert listed[0]["gone"] and any("deleted or moved" in p for p in listed[0]["problems"])
+    assert not listed[1]["gone"] and c.get("/api/metrics", params={"run": 1}).status_code == 200
+
+
+def test_a_file_given_as_a_run_is_listed_with_its_problem(two_runs):
+    runs = client([f"{two_runs[0]}/metrics.jsonl"]).get("/api/runs").json()["runs"]
+    assert runs[0]["name"] == "metrics.jsonl" and runs[0]["metric_lines"] == 0
+    assert runs[0]["problems"] == [f"{two_runs[0]}/metrics.jsonl: a file, not a run folder; give the run folder, "
+                                   f"the one holding metrics.jsonl: `hybridrl view {two_runs[0]}`"]
 
 
 def test_page_and_plotly_are_served_from_the_packages(two_runs):

@@ -2,6 +2,7 @@
 
 import json
 import os
+import shutil
 
 import pytest
 from view_helpers import write_dump, write_run
@@ -59,6 +60,56 @@ def test_bad_folders_become_problems_not_exceptions(tmp_path, make, problem):
     assert run.name == "r" and run.metrics_table().steps == [] and run.checkpoints() == []
     with pytest.raises(ViewError, match="no rollout generations"):
         run.source("rollout")
+
+
+def test_a_file_given_as_a_run_is_named_as_given_and_the_run_folder_proposed(tmp_path, monkeypatch):
+    write_run(tmp_path / "r")
+    monkeypatch.chdir(tmp_path)
+    run = RunFolder("r/metrics.jsonl")
+    assert run.problems == ["r/metrics.jsonl: a file, not a run folder; give the run folder, the one holding "
+                            "metrics.jsonl: `hybridrl view r`"]
+    assert run.name == "metrics.jsonl"  # not the folder's experiment_name: the user did not name the folder
+    assert run.metrics_table().steps == [] and run.sources == {} and run.checkpoints() == []  # nothing read
+
+
+def test_a_file_outside_any_run_says_which_folder_to_give(tmp_path):
+    (tmp_path / "notes.txt").write_text("hello\n")
+    run = RunFolder(str(tmp_path / "notes.txt"))
+    assert run.problems == [f"{tmp_path / 'notes.txt'}: a file, not a run folder; give the run folder, the one "
+                            "holding metrics.jsonl (the run's trainer.default_local_dir)"]
+    assert run.name == "notes.txt" and run.summary()["metric_lines"] == 0
+
+
+def test_a_run_folder_deleted_while_served_is_marked_gone(tmp_path):
+    run = RunFolder(write_run(tmp_path / "r", steps=3))
+    assert run.metrics_table().steps == [0, 1, 2, 3] and run.summary()["gone"] is False
+    shutil.rmtree(tmp_path / "r")
+    summary = run.summary()
+    assert summary["gone"] is True and summary["metric_lines"] == 4  # the last counts, not an empty run
+    assert summary["problems"] == [f"{tmp_path / 'r'}: the run folder was deleted or moved while the viewer ran; "
+                                   "what the page has stays as last read, nothing more is read until the folder "
+                                   "is back (restart `hybridrl view` without it to drop it)"]
+    with pytest.raises(ViewError, match="the run folder was deleted or moved"):
+        run.metrics_table()
+    with pytest.raises(ViewError, match="the run folder was deleted or moved"):
+        run.source("rollout")
+    write_run(tmp_path / "r", steps=1)  # back (a new run in its place): read again
+    assert run.summary()["gone"] is False and run.metrics_table().steps == [0, 1]
+
+
+def test_a_folder_missing_from_the_start_is_not_gone_but_may_still_come(tmp_path):
+    run = RunFolder(str(tmp_path / "later"))
+    assert run.summary()["gone"] is False and run.metrics_table().steps == []
+    write_run(tmp_path / "later", steps=2)
+    assert run.metrics_table().steps == [0, 1, 2]
+
+
+def test_a_dump_folder_deleted_while_served_says_so(tmp_path):
+    run = RunFolder(write_run(tmp_path / "r", dump_steps=(1,)))
+    assert run.source("rollout").steps() == [1]
+    shutil.rmtree(tmp_path / "r" / "rollouts")
+    with pytest.raises(ViewError, match=r"rollouts: the rollout dump was deleted or moved while the viewer ran"):
+        run.source("rollout").steps()
 
 
 def test_a_broken_config_and_a_missing_dump_folder_are_reported(tmp_path):
