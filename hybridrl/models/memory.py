@@ -32,6 +32,13 @@ def enable_checkpointing(module: torch.nn.Module) -> None:
         module.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
 
 
+def is_checkpointing(module: torch.nn.Module) -> bool:
+    """Whether enable_checkpointing is in effect on this HF model (or its peft wrapper's base)."""
+    if hasattr(module, "is_activation_checkpointing"):  # transformers >= 5.24; the old property warns there
+        return bool(module.is_activation_checkpointing)
+    return bool(module.is_gradient_checkpointing)
+
+
 def disable_checkpointing(module: torch.nn.Module) -> None:
     """Undo enable_checkpointing: every decoder layer keeps its activations again."""
     if hasattr(module, "activation_checkpointing_disable"):

@@ -10,6 +10,7 @@ import math
 import pytest
 import torch
 
+from hybridrl.models.memory import is_checkpointing
 from test_train import base_overrides, run_training
 
 pytestmark = pytest.mark.slow
@@ -33,7 +34,7 @@ def test_ppo_with_kl_in_bf16_with_checkpointing_trains_every_parameter_in_fp32(a
     assert {p.dtype for p in policy.parameters()} == {torch.float32}
     assert {v.dtype for s in run.policy.optimizer.state.values() for k, v in s.items() if k != "step"} == {torch.float32}
     assert {p.dtype for p in run.reference.module.parameters()} == {torch.bfloat16}  # half the reference's memory
-    assert policy.model.layers[0].gradient_checkpointing and run.critic.module.model.layers[0].gradient_checkpointing
+    assert is_checkpointing(policy) and is_checkpointing(run.critic.module)
     for record in records[1:]:
         assert all(isinstance(v, (int, float)) and math.isfinite(v) for v in record.values())
         assert "critic/vf_loss" in record and "actor/kl_loss" in record

@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from hybridrl.models.cache_api import cache_keyword, cache_kwargs, unwrapped
-from hybridrl.models.memory import disable_checkpointing, enable_checkpointing
+from hybridrl.models.memory import disable_checkpointing, enable_checkpointing, is_checkpointing
 
 
 class Renamed(nn.Module):  # transformers >= 5.24
@@ -82,5 +82,7 @@ def test_the_installed_transformers_gets_its_own_keyword_without_a_warning(rando
         with torch.no_grad():
             model(input_ids=torch.tensor([[3, 4, 5]]), use_cache=True, **cache_kwargs(model, cache))
         enable_checkpointing(model)
+        assert is_checkpointing(model)
         disable_checkpointing(model)
+        assert not is_checkpointing(model)
     assert cache.get_seq_length() == 3  # the cache was the one the forward filled
