@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hybridrl.config.precision_auto import cpu_has_bf16_instructions, onednn_isa_cap
-from hybridrl.versions import untested
+from hybridrl.versions import major_minor, untested
 
 TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 
@@ -84,7 +84,7 @@ def check_tested_versions(facts: dict) -> list[Problem]:
 
 def _next_minor(version: str) -> str:
     """The first release past version's minor series: '5.24.0' -> '5.25'."""
-    major, minor = _release(version)[:2]
+    major, minor = major_minor(version)
     return f"{major}.{minor + 1}"
 
 

@@ -92,28 +92,28 @@ def process_output_to(path: str) -> Iterator[None]:
     if _redirected_for_good is not None:
         yield
         return
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    sys.stdout.flush()
-    sys.stderr.flush()
     saved = [os.dup(1), os.dup(2)]
-    target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     try:
-        os.dup2(target, 1)
-        os.dup2(target, 2)
+        _point_output_at(path)
         yield
     finally:
         sys.stdout.flush()
         sys.stderr.flush()
-        os.dup2(saved[0], 1)
-        os.dup2(saved[1], 2)
-        for fd in (*saved, target):
-            os.close(fd)
+        for fd, original in zip((1, 2), saved):
+            os.dup2(original, fd)
+            os.close(original)
 
 
 def send_process_output_to(path: str) -> None:
     """From now on this process's stdout and stderr (and its future child processes') append to `path`: a Ray
     worker, whose output the driver does not show (ray.init(log_to_driver=False))."""
     global _redirected_for_good
+    _point_output_at(path)
+    _redirected_for_good = path
+
+
+def _point_output_at(path: str) -> None:
+    """File descriptors 1 and 2 append to `path` (what Python buffered so far is written where it was going)."""
     os.makedirs(os.path.dirname(path), exist_ok=True)
     sys.stdout.flush()
     sys.stderr.flush()
@@ -121,7 +121,6 @@ def send_process_output_to(path: str) -> None:
     os.dup2(target, 1)
     os.dup2(target, 2)
     os.close(target)
-    _redirected_for_good = path
 
 
 def output_file(default: str | None = None) -> str | None:

@@ -30,7 +30,7 @@ class Untested:
     @property
     def tested(self) -> str:
         """'2.13.x', or '5.19.x to 5.24.x'."""
-        low, high = (".".join(map(str, _minor(v))) + ".x" for v in (self.low, self.high))
+        low, high = (".".join(map(str, major_minor(v))) + ".x" for v in (self.low, self.high))
         return low if low == high else f"{low} to {high}"
 
     def line(self) -> str:
@@ -46,7 +46,7 @@ def untested(installed: dict[str, str | None], windows: dict[str, dict[str, str]
         version = installed.get(name)
         if version is None:
             continue
-        if not _minor(window["low"]) <= _minor(version) <= _minor(window["high"]):
+        if not major_minor(window["low"]) <= major_minor(version) <= major_minor(window["high"]):
             found.append(Untested(name, version, window["low"], window["high"]))
     return found
 
@@ -77,7 +77,7 @@ def untested_here() -> list[Untested]:
     return untested(installed_versions(), tested_windows())
 
 
-def _minor(version: str) -> tuple[int, int]:
+def major_minor(version: str) -> tuple[int, int]:
     """(major, minor) of a version: '2.13.0+cpu' -> (2, 13), '5.24.0rc1' -> (5, 24), '6' -> (6, 0)."""
     m = re.match(r"(\d+)(?:\.(\d+))?", version)
     return (int(m.group(1)), int(m.group(2) or 0)) if m else (0, 0)
