@@ -60,6 +60,9 @@ FAILURE_GRACE_S = 2.0  # after a first failure, how long the other ranks may tak
 STACKS_WAIT_S = 2.0  # after the deadline, how long the stuck ranks may take to send their stacks
 # at the end, how long the workers may take to end their engines (vLLM: ~4 s measured alone, more under load)
 CLOSE_WAIT_S = 30.0
+# after a failure the run is over: a rank stuck ending its engine (a stopped vLLM process) is not waited on for
+# long; ray.kill ends its engine's processes with it
+FAILED_CLOSE_WAIT_S = 5.0
 COLLECTIVE_ERRORS = ("gloo", "nccl", "connection closed by peer", "connection reset by peer", "processgroup")
 
 
@@ -106,6 +109,7 @@ class WorkerPool:
         self.name, self.roles, self.world = name, roles, world
         self.timeout_s = cfg.trainer.worker_timeout_s
         self.silent: set[int] = set()  # ranks that answered nothing past a deadline: close() does not wait on them
+        self.failed = False  # a call failed or timed out: close() waits FAILED_CLOSE_WAIT_S, not CLOSE_WAIT_S
         gpus = 1 if cfg.trainer.device == "cuda" else 0
         # max_concurrency >= 2: stacks() answers beside a stuck call (the rollout pool queues more calls)
         remote = ray.remote(worker_cls).options(num_cpus=1, num_gpus=gpus, max_concurrency=concurrency)
@@ -158,6 +162,7 @@ class WorkerPool:
         else, and a collective failure last. The others get FAILURE_GRACE_S to show what happened to them."""
         import ray
 
+        self.failed = True
         ray.wait(refs, num_returns=len(refs), timeout=FAILURE_GRACE_S)
         failures = {rank: f for rank, f in enumerate(_failure_of(r) for r in refs) if f is not None}
         rank = min(failures, key=lambda r: (_blame_order(failures[r]), r))
@@ -206,6 +211,7 @@ class WorkerPool:
         all: a rank that cannot answer (stopped, frozen) is named as the likely cause, not waited on."""
         import ray
 
+        self.failed = True
         asked = {rank: self.actors[rank].stacks.remote() for rank in stuck[:4]}  # several: peers wait for the culprit
         ready, _ = ray.wait(list(asked.values()), num_returns=len(asked), timeout=STACKS_WAIT_S)
         stacks, silent = [], []
@@ -229,9 +235,10 @@ class WorkerPool:
 
     def close(self) -> None:
         """Each worker first ends its engines (vLLM's processes, its scratch folders in /dev/shm), for at most
-        CLOSE_WAIT_S, then Ray ends the processes. A rank that already answered nothing past a deadline (stopped,
-        frozen) is killed first and not asked: waiting CLOSE_WAIT_S on it kept the driver alive 30 s after its
-        error. Its peers, even those stuck in a collective with it, answer close() on their second thread."""
+        CLOSE_WAIT_S (FAILED_CLOSE_WAIT_S after a failure), then Ray ends the processes. A rank that already
+        answered nothing past a deadline (stopped, frozen) is killed first and not asked: waiting CLOSE_WAIT_S on
+        it kept the driver alive 30 s after its error. Its peers, even those stuck in a collective with it,
+        answer close() on their second thread."""
         import ray
 
         here = ray.get_runtime_context().get_node_id()
@@ -242,7 +249,8 @@ class WorkerPool:
                     os.kill(self.pids[rank], signal.SIGKILL)
             ray.kill(self.actors[rank])
         healthy = [a for rank, a in enumerate(self.actors) if rank not in self.silent]
-        ray.wait([a.close.remote() for a in healthy], num_returns=len(healthy), timeout=CLOSE_WAIT_S)
+        ray.wait([a.close.remote() for a in healthy], num_returns=len(healthy),
+                 timeout=FAILED_CLOSE_WAIT_S if self.failed else CLOSE_WAIT_S)
         for actor in healthy:
             ray.kill(actor)
         self.actors = []

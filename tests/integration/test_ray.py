@@ -142,6 +142,11 @@ class FaultyWorker(RoleWorker):
     def pid(self) -> int:
         return os.getpid()
 
+    def close(self) -> None:
+        if self.rank == 1 and self.FAULT == "hang_close":  # an engine that never ends (a stopped vLLM process)
+            time.sleep(3600)
+        super().close()
+
 
 def faulty_roles(arith_data, tmp_path, fault: str, timeout_s: float) -> RayRoles:
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the test module is not on the workers' path
@@ -210,6 +215,25 @@ def test_a_stopped_worker_is_reported_within_seconds_of_the_deadline(arith_data,
     finally:
         if not _gone(pid, within_s=0):
             os.kill(pid, signal.SIGCONT)
+        roles.close()
+
+
+def test_after_a_failure_a_worker_stuck_ending_its_engine_is_not_waited_on(arith_data, tmp_path, cluster):
+    """Rank 1 hangs in its update and then in close() (its engine would not end): after the timeout error the
+    teardown takes FAILED_CLOSE_WAIT_S, not CLOSE_WAIT_S (30 s); the rank answers its stack, so it is not silent."""
+    from hybridrl.distributed.group import FAILED_CLOSE_WAIT_S
+
+    roles = faulty_roles(arith_data, tmp_path, "hang_close", timeout_s=60)
+    try:
+        batch = train_batch(roles, arith_data)
+        roles.pools["actor"].timeout_s = 5
+        with pytest.raises(WorkerError, match=r"did not finish on rank\(s\) \[0, 1\] of 2"):
+            roles.policy.update(batch)
+        assert roles.pools["actor"].silent == set()
+        closing = time.monotonic()
+        roles.close()
+        assert time.monotonic() - closing < FAILED_CLOSE_WAIT_S + 2
+    finally:
         roles.close()
 
 
