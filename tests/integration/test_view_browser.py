@@ -124,7 +124,8 @@ def trace_names(metric: str) -> str:
 
 
 def other_steps(driver, prompt: str) -> list[str]:
-    """The "same prompt at step" choices once the page has filled them for `prompt` ("step:i")."""
+    """The "same prompt at step" choices once the page has filled them for `prompt` ("kind:step:i"): a CI run
+    once read the rollout prompt's choices after switching to validation, when only the step list had changed."""
     wait_for(driver, f"document.getElementById('other-step').dataset.prompt === '{prompt}'")
     return driver.execute_script("return [...document.getElementById('other-step').options].map(o => o.value)")
 
@@ -177,7 +178,7 @@ def test_the_viewer_in_a_browser(server, browser, runs):
     assert coloured > 0
     shot(d, "generations")
     # the same prompt at another step: the picker offers only the steps that sampled it (rollouts: seldom any)
-    offered = other_steps(d, "3:0")
+    offered = other_steps(d, "rollout:3:0")
     prompt = d.execute_script("return document.querySelector('.step-col .prompt-text').textContent")
     sampled = [int(p.stem) for p in (runs[0] / "rollouts").glob("*.jsonl") if p.stem != "3"
                and any(json.loads(line)["input"] == prompt for line in open(p))]
@@ -187,7 +188,7 @@ def test_the_viewer_in_a_browser(server, browser, runs):
     assert wait_for(d, "document.getElementById('gen-step').options.length") == 4  # steps 0..3
     d.find_elements(By.CSS_SELECTOR, "tr.prompt-row")[0].click()
     wait_for(d, "document.querySelectorAll('.step-col .sample').length")
-    assert other_steps(d, "3:0") == ["", "0", "1", "2"]
+    assert other_steps(d, "validation:3:0") == ["", "0", "1", "2"]
     Select(d.find_element(By.ID, "other-step")).select_by_value("0")
     assert wait_for(d, "[...document.querySelectorAll('.step-col')].map(c => c.dataset.step).join(',')") == "3,0"
     texts = d.execute_script("return [...document.querySelectorAll('.step-col .prompt-text')].map(p => p.textContent)")

@@ -151,9 +151,14 @@ def names(pid: int) -> list[str]:
     out = []
     for p in engine_processes(pid):
         try:
-            out.append(f"{p.pid} {p.status()} {' '.join(p.cmdline())[:60]!r} threads={p.num_threads()}")
+            status = p.status()  # a zombie (an engine process that died) still has one
         except psutil.NoSuchProcess:
             out.append(f"{p.pid} gone")
+            continue
+        try:
+            out.append(f"{p.pid} {status} {' '.join(p.cmdline())[:60]!r} threads={p.num_threads()}")
+        except psutil.NoSuchProcess:
+            out.append(f"{p.pid} {status} (exited)")
     return out
 
 
@@ -207,7 +212,11 @@ def test_each_engine_runs_on_its_workers_core_and_dies_with_its_worker(arith_dat
         assert all(engines) and all(os.path.isdir(s) for s in scratch)
         if len(os.sched_getaffinity(0)) >= 2:  # issue #24: not both on cores 0-1
             cores = [settled_cores(pid) for pid in pids]
-            assert cores[0] and cores[1] and not cores[0] & cores[1], (cores, [names(pid) for pid in pids])
+            if not (cores[0] and cores[1] and not cores[0] & cores[1]):
+                # pytest.fail prints every line (an assert's message was cut in the middle by pytest, hiding the
+                # very process list that says whether rank 0's model worker was there at all)
+                pytest.fail("engines not on distinct cores: " + repr(cores) + "\n" + "\n".join(
+                    f"rank {r} (worker {pid}): " + "; ".join(names(pid)) for r, pid in enumerate(pids)))
         os.kill(pids[1], 9)  # rank 1's worker dies: its engine follows
         assert not wait_gone(engines[1], 30), "rank 1's engine outlived its worker"
     finally:

@@ -235,6 +235,7 @@ async function loadSteps(toLast) {
   const sel = document.getElementById("gen-step"), other = document.getElementById("other-step");
   const keep = sel.value;
   sel.textContent = ""; other.textContent = ""; other.append(el("option", {value: "", text: "—"}));
+  delete other.dataset.prompt;  // these choices are every step of the kind, no prompt's own
   g.steps.forEach((s) => { sel.append(el("option", {value: s, text: s})); other.append(el("option", {value: s, text: s})); });
   if (!g.steps.length) { document.getElementById("prompt-count").textContent = "no step dumped yet"; return; }
   sel.value = toLast || !g.steps.includes(Number(keep)) ? g.steps[g.steps.length - 1] : keep;
@@ -276,6 +277,7 @@ async function loadPrompts() {
 async function openPrompt(i, key) {
   const g = state.gen;
   g.selected = key;
+  delete document.getElementById("other-step").dataset.prompt;  // the choices shown are the last prompt's until refilled
   for (const tr of document.querySelectorAll("tr.prompt-row")) tr.classList.toggle("selected", tr.dataset.key === key);
   try {
     const d = await api("prompt", {run: g.run, kind: g.kind, step: g.step, i});
@@ -297,7 +299,7 @@ async function otherSteps(i) {  // the picker lists the other steps that sampled
   other.textContent = "";
   other.append(el("option", {value: "", text: steps.length > 1 ? "—" : "— (no other step sampled it)"}));
   steps.filter((s) => s !== g.step).forEach((s) => other.append(el("option", {value: s, text: s})));
-  other.dataset.prompt = `${g.step}:${i}`;  // whose steps these are (the browser test waits for it)
+  other.dataset.prompt = `${g.kind}:${g.step}:${i}`;  // whose steps these are (the browser test waits for it)
 }
 
 async function compareStep() {
