@@ -1,5 +1,5 @@
 """`hybridrl` command line: train (RL), sft, rm, plan, data, model, export, algos, plot, compare, eval, serve, view,
-doctor.
+doctor, check.
 
 Config commands take `--config FILE.yaml` and verl-style `key=value` overrides; `--help`
 lists every key with its default and meaning. A user error prints one line, exit code 2.
@@ -174,6 +174,7 @@ def build_parser() -> argparse.ArgumentParser:
     cmp.add_argument("--json", metavar="PATH", help="also write the table as JSON to PATH")
     _add_eval_command(sub)
     from hybridrl import doctor
+    from hybridrl.check import cli as check_cli
     from hybridrl.serve import cli as serve_cli
 
     from hybridrl.view import cli as view_cli
@@ -181,6 +182,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve_cli.add_parser(sub)
     view_cli.add_parser(sub)
     doctor.add_parser(sub)
+    check_cli.add_parser(sub)
     return parser
 
 
@@ -369,6 +371,12 @@ def cmd_doctor(args) -> int:
     return doctor.run(args)
 
 
+def cmd_check(args) -> int:
+    from hybridrl.check.cli import run
+
+    return run(args)
+
+
 def cmd_eval(args) -> None:
     from hybridrl.eval.evaluate import EvalSettings, evaluate, format_table
 
@@ -389,7 +397,8 @@ def cmd_eval(args) -> None:
 
 COMMANDS = {"export": cmd_export, "model": cmd_model, "train": cmd_train, "plan": cmd_plan, "sft": cmd_sft, "rm": cmd_rm,
             "data": cmd_data, "algos": cmd_algos, "plot": cmd_plot, "compare": cmd_compare, "eval": cmd_eval, "serve": cmd_serve,
-            "view": cmd_view, "doctor": cmd_doctor}
+            "view": cmd_view, "doctor": cmd_doctor,
+            "check": cmd_check}
 
 
 def main(argv: list[str] | None = None) -> int:
