@@ -185,6 +185,11 @@ _MODEL = [
         "data.tokenizer"), "reads the HF config or the tokenizer from another folder than the model's",
        "hybridrl reads both from the model folder (the critic reads the policy's token ids)",
        "put config.json and the tokenizer files in the model folder", (None,)),
+    _k(f"{ARR}.model.torch_dtype", "set by some verl example scripts (e.g. the CISPO GSM8K one); verl's FSDP "
+       "workers do not read it: the actor's weights take actor.fsdp_config.model_dtype",
+       "no key here is read for it either", "remove the key; the weights' dtype is "
+       "actor_rollout_ref.actor.fsdp_config.model_dtype, the compute dtype fsdp_config.mixed_precision.param_dtype",
+       ANY),
     _k(f"{ARR}.model.custom_chat_template", "replaces the tokenizer's chat template",
        "hybridrl applies the template in the tokenizer files",
        "set chat_template in the model folder's tokenizer_config.json", (None,)),
@@ -289,7 +294,8 @@ _ROLLOUT = [
     _k(f"{R}.multi_stage_wake_up", "wakes SGLang's weights and KV cache in stages", "hybridrl has no SGLang "
        "engine", "remove the key", (False,)),
     _k(f"{R}.layered_summon", "gathers FSDP weights layer by layer to sync them to the engine (LoRA)",
-       "hybridrl gathers the whole state dict once per sync", "remove the key", (False,)),
+       "hybridrl gathers the whole state dict once per sync: the same weights reach the engine either way, only "
+       "a sync's peak memory differs", "remove the key", ANY),
     _k((f"{R}.quantization", f"{R}.quantization_config_file"), "quantized rollout (fp8, torchao)",
        "hybridrl generates in rollout.dtype", "remove the key; actor_rollout_ref.rollout.dtype=bfloat16 is "
        "the smallest here", (None,)),

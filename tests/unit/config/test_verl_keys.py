@@ -269,9 +269,13 @@ def test_different_values_stay_different(a, b):
 
 
 def test_accepted_value_leaves_the_config_as_it_was():
+    # layered_summon=True (verl's GRPO LoRA GSM8K script) and model.torch_dtype (its CISPO GSM8K script): the
+    # same weights reach the engine, and verl itself does not read torch_dtype
     cfg = load_config(RLConfig, None, ["actor_rollout_ref.actor.ulysses_sequence_parallel_size=1",
                                        "actor_rollout_ref.rollout.mode=async", "trainer.balance_batch=False",
-                                       "actor_rollout_ref.hybrid_engine=True", "data.trust_remote_code=False"])
+                                       "actor_rollout_ref.hybrid_engine=True", "data.trust_remote_code=False",
+                                       "actor_rollout_ref.rollout.layered_summon=True",
+                                       "actor_rollout_ref.model.torch_dtype=bfloat16"])
     assert cfg == load_config(RLConfig, None, [])
 
 
