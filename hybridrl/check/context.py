@@ -63,9 +63,14 @@ class CheckContext:
 
     @cached_property
     def model_path(self) -> str:
-        from hybridrl.models.loading import resolve_model_path
+        """The policy's model folder; a folder that does not exist says what the check needs from it."""
+        from hybridrl.models.loading import BUNDLED, resolve_model_path
+        from hybridrl.models.twin import require_twin_source
 
-        return resolve_model_path(self.cfg.actor_rollout_ref.model.path)
+        path = self.cfg.actor_rollout_ref.model.path
+        if path not in BUNDLED and not os.path.isdir(path):
+            require_twin_source(path)
+        return resolve_model_path(path)
 
     @cached_property
     def tokenizer(self):
