@@ -19,7 +19,9 @@ WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf", ".h5", ".msgp
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "vocab.txt", "spiece.model")
 LAYERS = 2
 WIDTH = 64
-HEADS = 4
+# 2 heads of 32: vLLM's CPU attention runs head sizes 32, 64, 80, ... only (4 heads of 16 killed its engine:
+# "Unsupported CPU attention configuration: head_dim=16"), and a check must run the configured engine
+HEADS = 2
 
 
 class TwinError(HybridRLError):
@@ -36,6 +38,15 @@ def missing_for_twin(folder: str) -> list[str]:
     if not any(os.path.isfile(os.path.join(folder, f)) for f in TOKENIZER_FILES):
         missing.append(f"the tokenizer files (one of {', '.join(TOKENIZER_FILES)}, with tokenizer_config.json)")
     return missing
+
+
+def require_twin_source(folder: str) -> None:
+    """A TwinError, in one line, when `folder` lacks what a twin is made from (missing_for_twin)."""
+    missing = missing_for_twin(folder)
+    if missing:
+        raise TwinError(f"{folder}: a shrunk twin of the model needs its folder's config.json and tokenizer files; "
+                        f"missing: {'; '.join(missing)}. Give the folder save_pretrained wrote (the weights are not "
+                        "read)")
 
 
 def shrunk_config(config, layers: int = LAYERS, width: int = WIDTH, heads: int = HEADS):
@@ -82,11 +93,7 @@ def build_twin(folder: str, out: str, seed: int = 0, layers: int = LAYERS, width
     import torch
     from transformers import AutoConfig
 
-    missing = missing_for_twin(folder)
-    if missing:
-        raise TwinError(f"{folder}: a shrunk twin of the model needs its folder's config.json and tokenizer files; "
-                        f"missing: {'; '.join(missing)}. Give the folder save_pretrained wrote (the weights are not "
-                        "read)")
+    require_twin_source(folder)
     try:
         config = AutoConfig.from_pretrained(folder)
     except (OSError, ValueError, KeyError) as e:
