@@ -47,7 +47,7 @@ def combine(parts: list[Result], summary_ok: str) -> Result:
     if bad:
         fixes = [p.fix for p in bad if p.fix]
         return failed("; ".join(p.summary for p in bad), *[d for p in parts for d in p.details],
-                      fix=" ".join(dict.fromkeys(fixes)) or None)
+                      fix="; ".join(dict.fromkeys(fixes)) or None)
     if parts and all(p.status == NA for p in parts):
         return not_applicable("; ".join(p.summary for p in parts))
     details = [d for p in parts for d in ([p.summary] if p.status == PASS else [f"not applicable: {p.summary}"]) + p.details]

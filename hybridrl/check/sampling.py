@@ -174,7 +174,7 @@ def verdict(m: Measured, cfg, notes: list[str]) -> Result:
                           f"rollout_is=token instead, or set {ARR}.rollout.top_p=1.0 and top_k=-1")
     if mean <= tol:
         return passed(f"engine and trainer log-probs agree (mean gap {mean:.2g} <= {tol:g}); the engine's are of "
-                      f"{nearest}", *details)
+                      f"the {nearest} distribution", *details)
     why = (f"the engine's log-probs are of the top-k/top-p filtered distribution, the trainer's of the unfiltered"
            if nearest == SAMPLED else f"the engine ({engine_dtype}) and the trainer ({trainer_dtype}) compute π at "
            "different precision")

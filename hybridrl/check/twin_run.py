@@ -63,10 +63,16 @@ def notes(ctx: CheckContext) -> list[str]:
 
 def train(cfg, plan, log: list[str], trainer: type = RLTrainer) -> tuple[object, RunSummary]:
     """(run, summary) of one twin run, built and fitted as `hybridrl train` does; its log lines go to `log`."""
+    from hybridrl import progress
     from hybridrl.trainer.build import build_run
 
-    run = build_run(cfg, plan, log=log.append)
-    return run, trainer(run, log=log.append).fit()
+    # the run's phase lines ("step 1 gen: 2.1 s") go to a file beside the run, not between the report's lines
+    progress_log = f"{cfg.trainer.default_local_dir.rstrip('/')}-progress.log"
+    os.makedirs(os.path.dirname(os.path.abspath(progress_log)), exist_ok=True)
+    with open(progress_log, "a") as stream, \
+            progress.reporting(stream=stream, tty=False):
+        run = build_run(cfg, plan, log=log.append)
+        return run, trainer(run, log=log.append).fit()
 
 
 def fresh_dir(work_dir: str, name: str) -> str:

@@ -109,8 +109,11 @@ def build_twin(folder: str, out: str, seed: int = 0, layers: int = LAYERS, width
                 and not name.endswith(".index.json")):
             shutil.copyfile(src, os.path.join(out, name))
     torch.manual_seed(seed)
+    from hybridrl.models.loading import quiet_loading
+
     model = _auto_class(head).from_config(small, dtype=torch.float32)
-    model.save_pretrained(out)
+    with quiet_loading():  # transformers' "Writing model shards" bar
+        model.save_pretrained(out)
     with open(os.path.join(out, "twin.json"), "w") as f:  # what it is a twin of, for reports
         json.dump({"of": os.path.abspath(folder), "layers": small.num_hidden_layers, "width": width,
                    "head": head, "seed": seed}, f)
