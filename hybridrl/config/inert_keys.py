@@ -29,8 +29,8 @@ from hybridrl.config.levers import (
     log_prob_batching,
     ref_batching,
 )
-from hybridrl.config.roles import needs_critic, needs_reference, needs_teacher
-from hybridrl.config.schema import ActorConfig, RLConfig, TrainerConfig
+from hybridrl.config.roles import needs_critic, needs_reference, needs_teacher, policy_loss_params
+from hybridrl.config.schema import RLConfig, TrainerConfig
 from hybridrl.errors import ConfigError
 
 DROPPED, UNUSED, NOTE = "dropped", "unused", "note"
@@ -156,16 +156,6 @@ def _estimator_ignores(cfg: RLConfig, key: str) -> Optional[str]:
     return None
 
 
-def loss_params(actor: ActorConfig):
-    """The policy loss's parameters from the actor's keys, as workers/build.py build_policy makes them."""
-    from hybridrl.algos.policy_losses import PolicyLossParams
-
-    return PolicyLossParams(
-        clip_ratio_low=actor.clip_ratio if actor.clip_ratio_low is None else actor.clip_ratio_low,
-        clip_ratio_high=actor.clip_ratio if actor.clip_ratio_high is None else actor.clip_ratio_high,
-        clip_ratio_c=actor.clip_ratio_c, tau_pos=actor.tau_pos, tau_neg=actor.tau_neg)
-
-
 def _loss_ignores(cfg: RLConfig, key: str) -> Optional[str]:
     """clip_ratio*, tau_*: clip_ratio replaced by both clip_ratio_low and clip_ratio_high, or a loss that is the same
     on the probe batch without the user's value (a loss without that clip). A value that gives the loss the
@@ -178,10 +168,10 @@ def _loss_ignores(cfg: RLConfig, key: str) -> Optional[str]:
     if key.endswith(".clip_ratio") and actor.clip_ratio_low is not None and actor.clip_ratio_high is not None:
         return f"{ACTOR}.clip_ratio_low and clip_ratio_high are both set and replace it"
     default = _reset(cfg, key, _get(RLConfig(), key)).actor_rollout_ref.actor
-    if loss_params(actor) == loss_params(default):  # e.g. clip_ratio_low=0.2 beside clip_ratio=0.2: the same bound
+    if policy_loss_params(actor) == policy_loss_params(default):  # clip_ratio_low=0.2 beside clip_ratio=0.2: one bound
         return None
     loss = POLICY_LOSSES.get(actor.policy_loss.loss_mode)
-    mine, base = (loss(b["log_probs"], b["old"], b["advantages"], b["mask"], loss_params(a)).loss
+    mine, base = (loss(b["log_probs"], b["old"], b["advantages"], b["mask"], policy_loss_params(a)).loss
                   for a in (actor, default))
     if not torch.equal(mine, base):
         return None

@@ -5,8 +5,9 @@ all read them; validate.py re-exports them for its callers."""
 from __future__ import annotations
 
 from hybridrl.algos.advantages import ADV_ESTIMATORS
+from hybridrl.algos.policy_losses import PolicyLossParams
 from hybridrl.config.plan import MICRO_CAP, BatchPlan, make_batch_plan
-from hybridrl.config.schema import RLConfig
+from hybridrl.config.schema import ActorConfig, RLConfig
 
 
 def needs_reference(cfg: RLConfig) -> bool:
@@ -49,3 +50,13 @@ def actor_plan(cfg: RLConfig) -> BatchPlan:
     d, arr, tr = cfg.data, cfg.actor_rollout_ref, cfg.trainer
     return make_batch_plan(d.train_batch_size, arr.rollout.n, arr.actor.ppo_mini_batch_size,
                            arr.actor.ppo_micro_batch_size_per_gpu, arr.actor.ppo_epochs, tr.n_gpus_per_node * tr.nnodes)
+
+
+def policy_loss_params(actor: ActorConfig) -> PolicyLossParams:
+    """The policy loss's parameters from the actor's keys (verl: clip_ratio is both bounds unless clip_ratio_low /
+    clip_ratio_high are set); the one place the update (workers/build.py) and `check` (config/inert_keys.py) read
+    them from."""
+    return PolicyLossParams(
+        clip_ratio_low=actor.clip_ratio if actor.clip_ratio_low is None else actor.clip_ratio_low,
+        clip_ratio_high=actor.clip_ratio if actor.clip_ratio_high is None else actor.clip_ratio_high,
+        clip_ratio_c=actor.clip_ratio_c, tau_pos=actor.tau_pos, tau_neg=actor.tau_neg)

@@ -25,8 +25,8 @@ from hybridrl.config.levers import (
     rollout_compute_dtype,
     skips_zero_advantage,
 )
-from hybridrl.algos.policy_losses import PolicyLossParams
 from hybridrl.config.plan import BatchPlan
+from hybridrl.config.roles import policy_loss_params
 from hybridrl.config.schema import RLConfig
 from hybridrl.config.validate import critic_batch_plan
 from hybridrl.distributed.dp import SINGLE, DataParallel
@@ -104,10 +104,7 @@ def build_policy(cfg: RLConfig, plan: BatchPlan, tokenizer, total: int, dp: Data
     settings = UpdateSettings(
         mini_batch_size=plan.mini_batch_responses_per_worker, micro_batch_size=plan.micro_batch_responses_per_worker,
         ppo_epochs=actor.ppo_epochs, shuffle=actor.shuffle, loss_mode=actor.policy_loss.loss_mode,
-        loss_params=PolicyLossParams(
-            clip_ratio_low=actor.clip_ratio if actor.clip_ratio_low is None else actor.clip_ratio_low,
-            clip_ratio_high=actor.clip_ratio if actor.clip_ratio_high is None else actor.clip_ratio_high,
-            clip_ratio_c=actor.clip_ratio_c, tau_pos=actor.tau_pos, tau_neg=actor.tau_neg),
+        loss_params=policy_loss_params(actor),
         loss_agg_mode=actor.loss_agg_mode, loss_scale_factor=actor.loss_scale_factor or d.max_response_length,
         entropy_coeff=actor.entropy_coeff, use_kl_loss=actor.use_kl_loss,
         kl_loss_coef=actor.kl_loss_coef, kl_loss_type=actor.kl_loss_type, grad_clip=actor.grad_clip,

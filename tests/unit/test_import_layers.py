@@ -43,11 +43,12 @@ def test_scorer_modules_register_into_the_leaf_registry_not_their_package():
 
 
 def test_which_roles_a_config_builds_is_decided_below_the_checks():
-    """config/roles.py (needs_critic, needs_reference, critic_batch_plan) reads only the schema and the batch
-    plan; the derivation and the memory estimate import it instead of validate.py, which imports them."""
+    """config/roles.py (needs_critic, needs_reference, critic_batch_plan, policy_loss_params) reads only the
+    schema, the batch plan and two pure registries of algos/; the derivation and the memory estimate import it
+    instead of validate.py, which imports them."""
     config = PACKAGE / "config"
-    assert imported_modules(config / "roles.py") <= {"hybridrl.algos.advantages", "hybridrl.config.plan",
-                                                     "hybridrl.config.schema"}
+    assert imported_modules(config / "roles.py") <= {"hybridrl.algos.advantages", "hybridrl.algos.policy_losses",
+                                                     "hybridrl.config.plan", "hybridrl.config.schema"}
     for name in ("derive.py", "memory.py", "memory_fixes.py"):
         assert "hybridrl.config.validate" not in imported_modules(config / name), name
 
