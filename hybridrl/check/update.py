@@ -70,7 +70,7 @@ def update(ctx) -> Result:
              step_lowers_loss(cfg, plan, batch),
              two_ranks(ctx, cfg, plan, dtype)]
     result = combine(parts, "the run's split computes the mini-batch's gradient, with loss_agg_mode's normaliser, "
-                            "and a step lowers the loss")
+                            "and a step lowers the policy-gradient objective")
     if ctx.cfg.actor_rollout_ref.rollout.name != "hf":
         result.details.append(f"the batch was sampled by the hf engine (the update does not depend on the engine; "
                               f"the sampling check measures {ctx.cfg.actor_rollout_ref.rollout.name})")
@@ -199,12 +199,15 @@ def normaliser(cfg, plan, batch: TrainBatch, metrics: dict[str, dict], dtype: st
             values = values * rollout_is_weights(lp, batch.rollout_log_probs, mask, s.rollout_is,
                                                  s.rollout_is_threshold)[0]
         expected = float(DEFINITIONS[mode](values.float(), mask, s.loss_scale_factor))
+        # the same aggregate of |per-token loss|: the scale the rounding is relative to (the net value of terms with
+        # advantages of both signs can be near 0, where a relative error says nothing)
+        scale = float(DEFINITIONS[mode](values.float().abs(), mask, s.loss_scale_factor))
     finally:
         policy.close()
     lines, bad = [], []
     for how, m in metrics.items():
         got = m["actor/pg_loss"]
-        rel = abs(got - expected) / max(abs(expected), 1e-12)
+        rel = abs(got - expected) / max(abs(expected), scale, 1e-12)
         lines.append(f"pg_loss {how} {got:.6g}, by loss_agg_mode={mode}'s definition {expected:.6g} (relative "
                      f"error {rel:.2g})")
         if rel > LOSS_TOL[dtype] and not math.isclose(got, expected, abs_tol=1e-7):
@@ -236,34 +239,41 @@ def zero_advantage(cfg, plan, batch: TrainBatch, split: dict, g_split: list[Tens
 
 
 def step_lowers_loss(cfg, plan, batch: TrainBatch) -> Result:
-    """Two updates of one fresh policy on the same batch with π_old frozen: the second's pg_loss (evaluated at the
-    weights after the first step, before its own) is below the first's. Only the policy-gradient loss (no entropy,
-    KL or distillation terms) at the configured peak lr (a warm-up may start at 0)."""
+    """One update of a fresh policy at the configured peak lr (a warm-up may start at 0), π_old frozen, lowers the
+    policy-gradient objective J = agg(-A · π/π_old) on the same batch (agg: loss_agg_mode). J, not the configured
+    loss's own value: every registered loss has J's gradient at ratio 1, but not all have J's value (CISPO's is
+    -A · sg(clip(r)) · log π, whose value moves with the detached weight after a step). J is read as the vanilla
+    loss's pg_loss from an update at lr 0 (no step; AdamW's moments then see the same gradient twice, which leaves
+    its first step's direction and size as they were). Only the policy-gradient terms (no entropy, KL or
+    distillation)."""
     from hybridrl.check.twin_policy import build_twin_policy
 
     policy, _ = build_twin_policy(cfg, plan)
+    lr, mode = cfg.actor_rollout_ref.actor.optim.lr, cfg.actor_rollout_ref.actor.policy_loss.loss_mode
     try:
-        old = policy.log_probs(batch.seqs)
-        frozen = dataclasses.replace(batch, old_log_probs=old)
-        policy.settings = dataclasses.replace(policy.settings, mini_batch_size=len(batch.advantages), ppo_epochs=1,
-                                              shuffle=False, entropy_coeff=0.0, use_kl_loss=False,
-                                              distill_loss_mode=None)
-        lr = cfg.actor_rollout_ref.actor.optim.lr
-        losses, norms = [], []
-        for _ in range(2):
+        frozen = dataclasses.replace(batch, old_log_probs=policy.log_probs(batch.seqs))
+        base = dataclasses.replace(policy.settings, mini_batch_size=len(batch.advantages), ppo_epochs=1,
+                                   shuffle=False, entropy_coeff=0.0, use_kl_loss=False, distill_loss_mode=None)
+
+        def update(loss_mode: str, at_lr: float) -> dict:
+            policy.settings = dataclasses.replace(base, loss_mode=loss_mode)
             for group in policy.optimizer.param_groups:
-                group["lr"] = lr
-            m = policy.update(frozen)
-            losses.append(m["actor/pg_loss"]), norms.append(m["actor/grad_norm"])
+                group["lr"] = at_lr
+            return policy.update(frozen)
+
+        before = update("vanilla", 0.0)["actor/pg_loss"]
+        norm = update(mode, lr)["actor/grad_norm"]
+        after = update("vanilla", 0.0)["actor/pg_loss"]
     finally:
         policy.close()
-    line = f"pg_loss {losses[0]:.6g} -> {losses[1]:.6g} after one step at lr {lr:g} (grad norm {norms[0]:.3g})"
-    if losses[1] < losses[0]:
-        return passed("one optimiser step lowers the loss on the same batch", line)
-    why = "the gradient norm is not finite, so the step was skipped" if not math.isfinite(norms[0]) else \
-        "the step went along the loss, not against it, or was too small to move it"
-    return failed(f"one optimiser step did not lower the loss on the same batch: {why}", line,
-                  fix=f"check {ACTOR}.optim.lr (and grad_clip); a finite gradient that does not lower the loss "
+    line = (f"J = agg(-A·π/π_old) {before:.6g} -> {after:.6g} after one step of policy_loss.loss_mode={mode} at lr "
+            f"{lr:g} (grad norm {norm:.3g})")
+    if after < before:
+        return passed("one optimiser step lowers the policy-gradient objective on the same batch", line)
+    why = "the gradient norm is not finite, so the step was skipped" if not math.isfinite(norm) else \
+        "the step went along the objective, not against it, or was too small to move it"
+    return failed(f"one optimiser step did not lower the policy-gradient objective on the same batch: {why}", line,
+                  fix=f"check {ACTOR}.optim.lr (and grad_clip); a finite gradient that does not lower the objective "
                       "is a hybridrl bug: report it")
 
 
