@@ -49,6 +49,10 @@ def run(args) -> int:
             print(f"{entry.name}: {entry.doc}")
         return 0
     only = _only(args.only)
+    if args.json and args.json != "-":  # a report that cannot be written fails now, not after the checks ran
+        from hybridrl.paths import check_output_file
+
+        check_output_file(args.json, "--json")
     overrides, source = split_script_items(args.items)
     work = args.work_dir or tempfile.mkdtemp(prefix="hybridrl-check-")
     os.makedirs(work, exist_ok=True)
@@ -74,6 +78,7 @@ def run(args) -> int:
             if quiet:
                 print(text)
             else:
+                os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
                 with open(args.json, "w") as f:
                     f.write(text + "\n")
                 say(f"wrote {args.json}")

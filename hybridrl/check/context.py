@@ -105,6 +105,18 @@ class CheckContext:
                 return out[:limit]
         return out
 
+    @cached_property
+    def data_problem(self) -> Optional[str]:
+        """Why the training rows cannot be read (a file missing, not parquet/jsonl, empty), or None: the checks
+        that build the run's dataset then say "see data" once instead of each repeating it."""
+        from hybridrl.errors import HybridRLError
+
+        try:
+            self.rows("train", 1)
+        except HybridRLError as e:
+            return str(e).splitlines()[0]
+        return None
+
     # ---- the twin run --------------------------------------------------------------------------------
     def run_overrides(self, run_dir: str, steps: int = RUN_STEPS, **changes) -> list[str]:
         """The user's overrides, then the twin run's: the twins for every model, one process, the user's

@@ -14,6 +14,7 @@ from hybridrl.check.result import NA, Result, failed
 from hybridrl.errors import HybridRLError
 
 NEEDS_RUNNABLE = {"sampling", "update", "multi-turn", "resume", "export", "scale"}  # they build or run the config
+NEEDS_DATA = {"sampling", "update", "resume", "export"}  # they build the run's dataset from data.train_files
 
 
 def run_checks(ctx: CheckContext, only: Optional[Iterable[str]] = None,
@@ -35,6 +36,8 @@ def run_checks(ctx: CheckContext, only: Optional[Iterable[str]] = None,
 def _run_one(entry, ctx: CheckContext) -> Result:
     if entry.name in NEEDS_RUNNABLE and not ctx.runnable:
         return Result(NA, "not run: the config does not train as it is (see config)")
+    if entry.name in NEEDS_DATA and ctx.data_problem is not None:
+        return Result(NA, f"not run: the training rows cannot be read (see data): {ctx.data_problem}")
     try:
         return entry.fn(ctx)
     except HybridRLError as e:

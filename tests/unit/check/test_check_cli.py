@@ -92,3 +92,20 @@ def test_a_verl_launch_script_is_read_for_its_keys(tmp_path, capsys, good):
     report = json.loads(out.read_text())
     assert report["source"] == str(script) and report["overrides"][-1] == "data.train_batch_size=8"
     assert "data.train_batch_size=4" in report["overrides"]  # the script's, replaced by the command line's
+
+
+def test_a_report_that_cannot_be_written_is_refused_before_any_check(capsys, good, tmp_path):
+    assert main(["check", "--json", str(tmp_path), *good]) == 2  # a folder, not a file
+    message = one_line_error(capsys)
+    assert message.startswith(f"--json {tmp_path}: is a folder"), message
+    assert not (tmp_path / "twins").exists() and list(tmp_path.iterdir()) == []  # nothing ran, nothing written
+
+
+def test_unreadable_training_rows_fail_data_once_and_the_runs_say_see_data(capsys, good, tmp_path):
+    out = tmp_path / "r.json"
+    items = [i for i in good if not i.startswith("data.train_files")] + [f"data.train_files=[{tmp_path / 'no.parquet'}]"]
+    assert main(["check", "--json", str(out), "--only", "data,sampling,update,resume,export", *items]) == 1
+    r = {c["name"]: c for c in json.loads(out.read_text())["checks"]}
+    assert r["data"]["status"] == "fail" and "file not found" in r["data"]["summary"]
+    for name in ("sampling", "update", "resume", "export"):
+        assert r[name]["status"] == "n/a" and "see data" in r[name]["summary"], r[name]
