@@ -24,7 +24,8 @@ ANSWER_MAX_BYTES = 1_500_000_000  # weights sampled here, on the CPU: SmolLM2-13
 ANSWER_PROMPTS = 8  # training prompts answered, one response each, in one batch
 CANDIDATES = 32  # rows spread over the training data, of which the ANSWER_PROMPTS shortest prompts are answered
 ANSWER_TOKENS = 256  # new tokens per answer at most (and data.max_response_length): room for a short derivation
-ANSWER_SECONDS = 25.0  # decoding stops here on a slow machine: the answers not finished by then are not judged
+ANSWER_SECONDS = 90.0  # decoding stops here on a slow machine: the answers not finished by then are not judged
+# (SmolLM2-135M finishes its 8 in ~10 s on 2 idle cores; at 25 s a busy machine once left all 8 unjudged)
 MIN_FINISHED = 2  # finished answers needed to say "none scores": one is too few to speak for the model
 TAIL_CHARS = 120
 
