@@ -5,7 +5,8 @@ killed run is its folder as a SIGKILL in step 3 leaves it: step 3's metrics line
 half-saved (a temporary folder without its manifest), `latest` naming step 2. Then `hybridrl train`'s own path
 runs on that folder again (resume_mode=auto): it must resume from step 2, drop the stale line of step 3 and
 train step 3 again, to the same metrics and weights. The resume point is an epoch boundary (step 3 starts epoch
-1), where verl PR#5725's resume trained 0 steps and exited 0.
+1), where verl PR#5725's resume trained 0 steps and exited 0. With async rollouts on, that run is synchronous
+(twin_run.py), and resume_async.py then proves the in-flight buffer policy on the real async dataflow.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import torch
 from hybridrl.check.registry import check
 from hybridrl.check.result import Result, combine, failed, not_applicable, passed
 from hybridrl.check.twin_run import UNTIMED, TwinRun, fresh_dir, held, run_changes, step_dir, straight_run, train
+from hybridrl.config.async_checks import async_enabled
 from hybridrl.trainer.rl import RunSummary
 
 FIX = ("resume does not reproduce this config's run: report it with the command line (a hybridrl bug); until "
@@ -30,12 +32,20 @@ REL_TOL = 1e-6  # metrics: the same process, data and seeds give the same number
 def as_killed(straight_dir: str, run_dir: str, steps: int) -> None:
     """`run_dir`: the uninterrupted run's folder as a kill in step `steps` leaves it, after the step's metrics line
     and during its checkpoint's save: that checkpoint only a temporary folder without its manifest, `latest`
-    naming the step before. The run is deterministic (same config, seeds, data), so the steps before are what
-    a second run would have written; copying them saves two steps of training."""
+    naming the step before, nothing of the later steps (their checkpoints and metrics lines). The
+    run is deterministic (same config, seeds, data), so the steps before are what a second run would have
+    written; copying them saves their training."""
     from hybridrl.trainer import checkpoint
     from hybridrl.trainer.manifest import MANIFEST
 
     shutil.copytree(straight_dir, run_dir, ignore=shutil.ignore_patterns("*.lock", "logs"))
+    for name in os.listdir(run_dir):
+        if name.startswith("global_step_") and int(name[len("global_step_"):]) > steps:
+            shutil.rmtree(os.path.join(run_dir, name))
+    metrics = os.path.join(run_dir, "metrics.jsonl")
+    with open(metrics) as f:
+        kept = [line for line in f if json.loads(line)["step"] <= steps]
+    checkpoint.replace_text(metrics, "".join(kept))
     partial = os.path.join(run_dir, f".tmp_global_step_{steps}_{os.getpid()}")
     os.rename(os.path.join(run_dir, f"global_step_{steps}"), partial)
     os.remove(os.path.join(partial, MANIFEST))
@@ -48,7 +58,10 @@ def resume(ctx) -> Result:
     uninterrupted run, and trains the steps it had left (at an epoch boundary too, where verl's resume trained 0).
 
     The twin trains 3 steps straight; a copy of its folder as a kill in step 3 leaves it (after its metrics line,
-    during its checkpoint's save) is trained again, resuming from step 2's checkpoint, where epoch 1 starts."""
+    during its checkpoint's save) is trained again, resuming from step 2's checkpoint, where epoch 1 starts. With
+    async rollouts on, the same on a Ray rollout pool proves the README's in-flight buffer policy: the batches in
+    flight are dropped, the checkpoint's weights pushed (version = its step) and the next step regenerated (lag 0)
+    from the same prompts and draw keys; at staleness 0 the resumed run equals the uninterrupted one."""
     straight = straight_run(ctx)
     steps, last_ckpt = straight.steps, straight.steps - 1
     run_dir, lines = fresh_dir(ctx.work_dir, "killed"), []
@@ -57,12 +70,16 @@ def resume(ctx) -> Result:
     run, summary = train(cfg, plan, lines)  # `hybridrl train` on the folder again: resume_mode=auto
     parts = [resumed_the_rest(run, summary, run_dir, last_ckpt, steps), same_metrics(straight.run_dir, run_dir, steps),
              same_weights(straight, run_dir), epoch_boundary(straight.run_dir, last_ckpt)]
-    result = combine(parts + [not_applicable(n) for n in straight.notes[1:]],
-                     f"killed in step {steps} and resumed from step {last_ckpt}'s checkpoint, the run equals the "
-                     f"uninterrupted one")
+    if async_enabled(ctx.cfg):  # the synchronous run above, then the in-flight buffer policy on the real dataflow
+        from hybridrl.check.resume_async import async_part
+
+        parts += async_part(ctx)
+    result = combine(parts, f"killed in step {steps} and resumed from step {last_ckpt}'s checkpoint, the run equals "
+                            f"the uninterrupted one" + (" (async rollouts: the in-flight buffer policy holds)"
+                                                        if async_enabled(ctx.cfg) else ""))
     if result.status == "fail":
         result.details = held(parts) + result.details
-    result.details += straight.notes[:1]
+    result.details += straight.notes
     return result
 
 

@@ -3,8 +3,8 @@ run_config), trained uninterrupted for RUN_STEPS steps with a checkpoint at ever
 
 It runs as `hybridrl train` runs (build_run, then RLTrainer.fit), with two changes that the checks' details
 name: the stand-in reward (stand_in_reward.py), so that the random twin's policy moves every step, and, when the
-config has a rollout pool (async training), the synchronous dataflow, since a Ray rollout pool is more than a
-laptop check should start.
+config has a rollout pool (async training), the synchronous dataflow: the export check reads the trained policy in
+this process. The resume check's async part (resume_async.py) trains the real async dataflow on Ray apart.
 """
 
 from __future__ import annotations
@@ -24,10 +24,9 @@ from hybridrl.trainer.rl import RLTrainer, RunSummary
 
 STAND_IN = ("the twin run scores with a stand-in reward (0/1 from a checksum of each response: the random twin "
             "never earns the real scorer's reward, so the weights would never move); the reward check proves yours")
-SYNC_ONLY = ("async rollouts are on (rollout.n_gpus_per_node x rollout.nnodes > 0): the twin runs the synchronous "
-             "dataflow; the in-flight buffer policy (README \"Asynchronous training\", Resume: in-flight "
-             "generations dropped, regenerated from the checkpoint's weights) needs a Ray rollout pool and is not "
-             "re-run here")
+SYNC_ONLY = ("async rollouts are on (rollout.n_gpus_per_node x rollout.nnodes > 0): this twin run (shared with the "
+             "export check) runs the synchronous dataflow; the resume check re-runs the in-flight buffer policy "
+             "(README \"Asynchronous training\", Resume) on a Ray rollout pool")
 UNTIMED = ("timing_s/", "timing_per_token_ms/", "perf/", "async/wait_s")  # wall clock and memory: differ run to run
 
 
@@ -46,12 +45,13 @@ class TwinRun:
     log: list[str] = field(default_factory=list)  # the run's own log lines
 
 
-def run_changes(ctx: CheckContext) -> dict[str, object]:
-    """The key=value changes (dots as '__') of every twin run of these checks, beyond context.run_overrides'."""
+def run_changes(ctx: CheckContext, pool: bool = False) -> dict[str, object]:
+    """The key=value changes (dots as '__') of every twin run of these checks, beyond context.run_overrides'. An
+    async config runs synchronously unless `pool` (the resume check's async part, resume_async.py, sizes it)."""
     batch = ctx.cfg.reward_model.reward_manager == "batch"
     changes: dict[str, object] = {"custom_reward_function__path": stand_in_reward.__file__,
                                   "custom_reward_function__name": "compute_score_batch" if batch else "compute_score"}
-    if async_enabled(ctx.cfg):  # no rollout pool, and the async keys at their defaults (else refused as inert)
+    if async_enabled(ctx.cfg) and not pool:  # no rollout pool, and the async keys at their defaults (else inert)
         changes.update(rollout__n_gpus_per_node=0, rollout__nnodes=0)
         changes.update({f"async_training__{f.name}": json.dumps(f.default) for f in fields(AsyncTrainingConfig)})
     return changes

@@ -92,7 +92,10 @@ def test_a_restore_that_skips_a_batch_fails_naming_the_step_and_metric(tmp_path,
     assert "resumed from step 2 (epoch 0, sample 2) and trained step 3" in "\n".join(r.details)  # the steps were right
 
 
-def test_async_configs_resume_on_the_synchronous_dataflow_and_say_so(tmp_path, arith_data):
+def test_async_configs_share_a_synchronous_twin_run_and_say_so(tmp_path, arith_data):
+    # the shared twin run (export reads its policy in-process) is synchronous; the resume check's async part
+    # (test_check_resume_async.py) keeps the pool and the async keys
+    from hybridrl.check.resume_async import pool_changes
     from hybridrl.check.twin_run import SYNC_ONLY, notes, run_changes
 
     ctx = context(tmp_path, arith_data, "trainer.backend=ray", "rollout.n_gpus_per_node=1", "rollout.nnodes=1",
@@ -100,4 +103,7 @@ def test_async_configs_resume_on_the_synchronous_dataflow_and_say_so(tmp_path, a
     assert ctx.runnable, ctx.config_errors
     cfg, _ = ctx.run_config(str(tmp_path / "run"), **run_changes(ctx))  # accepted: no pool, async keys inert
     assert cfg.rollout.n_gpus_per_node == 0 and cfg.trainer.backend == "local"
-    assert notes(ctx)[1] == SYNC_ONLY and "in-flight buffer policy" in SYNC_ONLY and "not re-run here" in SYNC_ONLY
+    assert notes(ctx)[1] == SYNC_ONLY and "re-runs the in-flight buffer policy" in SYNC_ONLY
+    cfg, _ = ctx.run_config(str(tmp_path / "async"), 4, **pool_changes(ctx, str(tmp_path / "gen")))
+    assert (cfg.trainer.backend, cfg.trainer.n_gpus_per_node, cfg.rollout.n_gpus_per_node) == ("ray", 1, 1)
+    assert cfg.async_training.staleness_threshold == 1 and cfg.custom_reward_function.name == "compute_score"
