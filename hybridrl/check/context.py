@@ -35,14 +35,9 @@ class CheckContext:
     def loaded(self):
         """(config, errors, plan): every problem `train` would refuse with, none raised; plan None when the
         batch sizes do not make one."""
-        from hybridrl.config.loader import load_config_checked
-        from hybridrl.config.validate import Problems, _mentions, check_rl_config
+        from hybridrl.config.validate import load_rl_config_checked
 
-        loaded = load_config_checked(RLConfig, self.config_file, self.overrides)
-        problems = Problems()
-        plan = check_rl_config(loaded.config, problems)
-        errors = loaded.errors + [m for m in problems.errors if not _mentions(m, loaded.refused)]
-        return loaded.config, list(dict.fromkeys(errors)), plan
+        return load_rl_config_checked(self.config_file, self.overrides)
 
     @property
     def cfg(self) -> RLConfig:

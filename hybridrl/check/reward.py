@@ -1,4 +1,4 @@
-"""The `reward` check: the run's own reward manager (hybridrl/trainer/build.py `_reward`: the same scorers, pool,
+"""The `reward` check: the run's own reward manager (hybridrl/trainer/build.py `reward_manager`: the same scorers, pool,
 timeout and on_error) scores real training rows. A row's reference solution (extra_info.answer, as verl's GSM8K
 preprocessing keeps it) is the answer a perfect policy writes, so it must out-score an empty response; scores
 must be finite and the same twice; a call must fit reward_model.timeout_s; and a reward function returning NaN,
@@ -110,9 +110,9 @@ def scoring_config(ctx: CheckContext, **changes: Any):
 def reward_manager(cfg, tokenizer):
     """The reward manager the run builds from `cfg` (trainer/build.py), so that what is proved here is what
     the run does: its pool, worker count, timeout and on_error."""
-    from hybridrl.trainer.build import _reward
+    from hybridrl.trainer.build import reward_manager
 
-    return _reward(cfg, tokenizer)
+    return reward_manager(cfg, tokenizer)
 
 
 # ---- the reference solution scores the maximum, an empty response the minimum ----------------------------

@@ -110,14 +110,14 @@ def gradient(cfg, plan, batch: TrainBatch, lr: float | None = None, **changes) -
         policy.settings = dataclasses.replace(policy.settings, mini_batch_size=len(batch.advantages), ppo_epochs=1,
                                               shuffle=False, **{"grad_clip": math.inf, **changes})
         metrics = policy.update(batch)
-        grads = [_full(p.grad).detach().clone() if p.grad is not None else torch.zeros_like(_full(p))
+        grads = [full_tensor(p.grad).detach().clone() if p.grad is not None else torch.zeros_like(full_tensor(p))
                  for p in policy.module.parameters() if p.requires_grad]
     finally:
         policy.close()
     return grads, metrics
 
 
-def _full(t: Tensor) -> Tensor:
+def full_tensor(t: Tensor) -> Tensor:
     """A whole tensor from a sharded one (FSDP2's DTensor), or the tensor itself."""
     return t.full_tensor() if hasattr(t, "full_tensor") else t
 

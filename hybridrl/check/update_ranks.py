@@ -66,7 +66,7 @@ def _free_port() -> int:
 def _rank(rank: int, port: int, folder: str, config_file, overrides: list[str]) -> None:
     """One rank: the twin run's policy in a group of RANKS, one update of its share; rank 0 saves the gradient."""
     from hybridrl.check.twin_policy import build_twin_policy
-    from hybridrl.check.update import _full
+    from hybridrl.check.update import full_tensor
     from hybridrl.config.validate import load_rl_config
     from hybridrl.distributed.dp import init_data_parallel
 
@@ -80,7 +80,7 @@ def _rank(rank: int, port: int, folder: str, config_file, overrides: list[str]) 
         policy.settings = dataclasses.replace(policy.settings, mini_batch_size=len(shard.advantages), ppo_epochs=1,
                                               shuffle=False, grad_clip=math.inf, **saved["split"])
         policy.update(shard)
-        grads: list[Tensor] = [_full(p.grad).detach().clone() if p.grad is not None else torch.zeros_like(_full(p))
+        grads: list[Tensor] = [full_tensor(p.grad).detach().clone() if p.grad is not None else torch.zeros_like(full_tensor(p))
                                for p in policy.module.parameters() if p.requires_grad]
         if rank == 0:
             torch.save(grads, os.path.join(folder, "grads.pt"))

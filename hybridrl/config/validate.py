@@ -125,14 +125,23 @@ def load_rl_config(config_file: Optional[str], overrides: list[str] | tuple[str,
     """load_config + validate_rl_config with one report: the unknown keys, wrong types and values out
     of range, and with them the cross-key problems that do not involve a refused key (those keys hold
     their defaults while checking, so a problem that names one may be an artefact of that)."""
+    cfg, errors, plan = load_rl_config_checked(config_file, overrides)
+    raise_all(errors)
+    assert plan is not None
+    return cfg, plan
+
+
+def load_rl_config_checked(config_file: Optional[str], overrides: list[str] | tuple[str, ...]
+                           ) -> tuple[RLConfig, list[str], Optional[BatchPlan]]:
+    """load_rl_config's config, problems and plan, returned instead of raised (`hybridrl check` reports them as
+    one of its lines); the plan is None when the batch sizes do not make one."""
     from hybridrl.config.loader import load_config_checked
 
     loaded = load_config_checked(RLConfig, config_file, overrides)
     problems = Problems()
     plan = check_rl_config(loaded.config, problems)
-    raise_all(loaded.errors + [m for m in problems.errors if not _mentions(m, loaded.refused)])
-    assert plan is not None
-    return loaded.config, plan
+    errors = loaded.errors + [m for m in problems.errors if not _mentions(m, loaded.refused)]
+    return loaded.config, list(dict.fromkeys(errors)), plan
 
 
 def _mentions(message: str, keys: set[str]) -> bool:

@@ -163,7 +163,7 @@ def _roles(cfg: RLConfig, plan: BatchPlan, total: int, tokenizer, log) -> tuple:
     return policy, reference, critic, teacher, None, None
 
 
-def _reward(cfg: RLConfig, tokenizer, model=None) -> RewardManager:
+def reward_manager(cfg: RLConfig, tokenizer, model=None) -> RewardManager:
     """`model`: the reward model's own pool (backend=ray), else it is built here when enabled."""
     rm, crf, ob = cfg.reward_model, cfg.custom_reward_function, cfg.reward_model.overlong_buffer
     if rm.enable and model is None:
@@ -228,7 +228,7 @@ def _build_run(cfg: RLConfig, plan: BatchPlan, resume: Optional[ResumePoint], lo
     try:
         if resume is not None:  # a checkpoint of another model is refused before anything is written
             check_resumable(resume.path, policy, critic, "actor_rollout_ref.model", "critic.model")
-        reward = _reward(cfg, tokenizer, reward_model)
+        reward = reward_manager(cfg, tokenizer, reward_model)
         opened.append(reward)
         os.makedirs(run_dir, exist_ok=True)
         OmegaConf.save(OmegaConf.structured(cfg), os.path.join(run_dir, "config.yaml"))
