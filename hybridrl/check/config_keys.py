@@ -10,14 +10,15 @@ from hybridrl.check.result import Result, failed, passed
 from hybridrl.config.inert_keys import DROPPED, NOTE, InertKey, inert_keys
 from hybridrl.config.levers import zero_advantage_note
 from hybridrl.config.validate import config_warnings
+from hybridrl.config.verl_defaults import given_keys, unset_keys_with_other_defaults
 
 
 @check("config")
 def config(ctx: CheckContext) -> Result:
     """The config is one `hybridrl train` accepts: plan's validation finds no problem (all of them are listed at
     once, each naming its key), and no key is set to a value that this config silently ignores (a KL coefficient
-    with the KL term off, a tool file with multi-turn off); keys with no effect here and train's warnings are
-    listed."""
+    with the KL term off, a tool file with multi-turn off); keys with no effect here, train's warnings, and the
+    keys left unset whose hybridrl default is not verl's (config/verl_defaults.py) are listed."""
     inert = [k for k in inert_keys(_as_given(ctx)) if not _named_in(k.key, ctx.config_errors)]
     dropped = [k for k in inert if k.level == DROPPED]
     others = _detail_lines(ctx, [k for k in inert if k.level != DROPPED])
@@ -56,7 +57,10 @@ def _detail_lines(ctx: CheckContext, inert: list[InertKey]) -> list[str]:
     lines += [f"unused: {k.line()}" for k in inert if k.level != NOTE]
     lines += [f"note: {k.line()}" for k in inert if k.level == NOTE]
     note = zero_advantage_note(ctx.cfg) if ctx.plan is not None else None
-    return lines + ([f"note: {note}"] if note else [])
+    lines += [f"note: {note}"] if note else []
+    # a verl command leaving these unset counts on verl's value (e.g. an lr of 1e-6 where hybridrl's default is 2e-4)
+    gaps = unset_keys_with_other_defaults(ctx.cfg, given_keys(ctx.overrides, ctx.config_file))
+    return lines + [f"not verl's default: {g.line()}" for g in gaps]
 
 
 def _plan_summary(ctx: CheckContext) -> str:

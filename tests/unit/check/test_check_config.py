@@ -16,7 +16,10 @@ def run(tmp_path, *overrides: str):
 def test_passes_on_the_default_config(tmp_path):
     r = run(tmp_path)
     assert r.status == PASS and r.summary.startswith("trains as given: 32 prompts x 8 = 256 responses per step")
-    assert r.details == []
+    # nothing unused or warned about; only the keys left unset whose default is hybridrl's task's, not verl's
+    assert r.details and all(d.startswith("not verl's default: ") for d in r.details), r.details
+    assert ("not verl's default: actor_rollout_ref.actor.optim.lr is not set: hybridrl's default 0.0002 applies, "
+            "verl's is 1e-06") in r.details
 
 
 def test_fails_on_every_problem_at_once(tmp_path):
