@@ -28,7 +28,7 @@ train: $(STAMP) data/arithmetic/train.parquet
 	$(VENV)/bin/hybridrl train $(ARGS)
 
 test: $(STAMP)
-	$(PY) -m pytest -q -rs
+	$(PY) -m pytest -q -rs --durations=25
 
 # Drift, before users see it: a separate venv (.venv-latest) with the newest versions pyproject.toml allows
 # (torch stays the CPU 2.13 wheel), the unit suite and a short train that must print no deprecation warning.
