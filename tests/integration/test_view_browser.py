@@ -183,6 +183,10 @@ def test_the_viewer_in_a_browser(server, browser, runs):
     sampled = [int(p.stem) for p in (runs[0] / "rollouts").glob("*.jsonl") if p.stem != "3"
                and any(json.loads(line)["input"] == prompt for line in open(p))]
     assert offered == [""] + [str(s) for s in sorted(sampled)]
+    # the page polls for new steps every 3 s: a poll once refilled these choices with every step of the kind
+    # (a CI run saw step 3 offered for its own prompt); they stay the prompt's
+    time.sleep(3.5)
+    assert d.execute_script("return [...document.getElementById('other-step').options].map(o => o.value)") == offered
     # validation prompts repeat at every validation: the same prompt at two steps, side by side
     Select(d.find_element(By.ID, "gen-kind")).select_by_visible_text("validation")
     assert wait_for(d, "document.getElementById('gen-step').options.length") == 4  # steps 0..3

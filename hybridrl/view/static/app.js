@@ -227,16 +227,26 @@ async function loadKinds() {
   await loadSteps(true);
 }
 
-async function loadSteps(toLast) {
-  const g = state.gen;
+async function loadSteps(toLast) {  // toLast: a new run or kind (the step list starts over); else a poll
+  const g = state.gen, before = String(g.steps);
   try {
     g.steps = (await api("steps", {run: g.run, kind: g.kind})).steps;
   } catch (e) { message("generations: " + e.message, "error", "gen-error"); return; }
   const sel = document.getElementById("gen-step"), other = document.getElementById("other-step");
   const keep = sel.value;
-  sel.textContent = ""; other.textContent = ""; other.append(el("option", {value: "", text: "—"}));
-  delete other.dataset.prompt;  // these choices are every step of the kind, no prompt's own
-  g.steps.forEach((s) => { sel.append(el("option", {value: s, text: s})); other.append(el("option", {value: s, text: s})); });
+  sel.textContent = "";
+  g.steps.forEach((s) => sel.append(el("option", {value: s, text: s})));
+  // "same prompt at step" lists the open prompt's steps (otherSteps): a new run or kind closes the prompt; a poll
+  // that found new steps asks for the open prompt's again (a poll once refilled it with every step of the kind)
+  if (toLast) {
+    other.textContent = ""; other.append(el("option", {value: "", text: "—"}));
+    delete other.dataset.prompt;
+    g.rows = null;  // the open prompt was the old run's or kind's: its detail goes with it
+    document.getElementById("detail-cols").textContent = "";
+    document.getElementById("detail-controls").hidden = true;
+  } else if (before !== String(g.steps) && g.rows) {
+    await otherSteps(g.rows.i);
+  }
   if (!g.steps.length) { document.getElementById("prompt-count").textContent = "no step dumped yet"; return; }
   sel.value = toLast || !g.steps.includes(Number(keep)) ? g.steps[g.steps.length - 1] : keep;
   if (toLast || String(g.step) !== sel.value) { g.step = Number(sel.value); g.offset = 0; await loadPrompts(); }
