@@ -24,8 +24,8 @@ import time
 from contextlib import contextmanager
 from typing import Iterator, Optional
 
-from hybridrl.check.resume import (FIX, as_killed, epoch_boundary, metric_rows, resumed_the_rest, same_metrics,
-                                   same_weights)
+from hybridrl.check.resume_proofs import (FIX, as_killed, epoch_boundary, metric_rows, resumed_the_rest,
+                                          same_metrics, same_weights)
 from hybridrl.check.result import Result, failed, not_applicable, passed
 from hybridrl.check.twin_run import TwinRun, fresh_dir, run_changes, train
 from hybridrl.errors import HybridRLError

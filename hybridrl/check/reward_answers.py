@@ -117,7 +117,7 @@ def _generate(ctx: CheckContext, rows: list[tuple[int, dict]], tokens: int):
     """The real model's answers (a Rollout, one per row) with the run's validation sampling (greedy by default),
     through the hf engine the run uses on a CPU; and whether each ended with EOS."""
     from hybridrl.batch import Rollout
-    from hybridrl.check.reward import prompt_batch
+    from hybridrl.check.rollouts import prompt_batch
     from hybridrl.config.levers import rollout_compute_dtype
     from hybridrl.models.loading import eos_token_ids, load_causal_lm
     from hybridrl.models.precision import Precision
@@ -144,7 +144,7 @@ def _generate(ctx: CheckContext, rows: list[tuple[int, dict]], tokens: int):
 
 
 def _answers(ctx: CheckContext, manager, rows: list[tuple[int, dict]]) -> Answers:
-    from hybridrl.check.reward import rollout_of
+    from hybridrl.check.rollouts import rollout_of
 
     d, start = ctx.cfg.data, time.perf_counter()
     tokens = min(ANSWER_TOKENS, d.max_response_length)

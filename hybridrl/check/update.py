@@ -15,12 +15,13 @@ import dataclasses
 import math
 from typing import Callable
 
-import torch
 from torch import Tensor
 
 from hybridrl.batch import TrainBatch
 from hybridrl.check.registry import check
 from hybridrl.check.result import Result, combine, failed, not_applicable, passed
+from hybridrl.check.update_grads import compare, gradient, run_split, twin_batch
+from hybridrl.check.update_ranks import two_rank_gradient
 
 ARR = "actor_rollout_ref"
 ACTOR = f"{ARR}.actor"
@@ -29,7 +30,6 @@ ACTOR = f"{ARR}.actor"
 # matmuls round differently with its shape (8 mantissa bits: ~4e-3 per product), measured ~1e-3 on the twin.
 GRAD_TOL = {"fp32": 1e-4, "bf16": 2e-2}
 LOSS_TOL = {"fp32": 1e-5, "bf16": 1e-3}  # relative, on the loss value (ratio 1 on-policy: no forward rounding)
-ZERO_SHARE = 3  # every third row of the batch gets advantage 0 (a group whose rewards were all equal)
 
 
 # The loss normaliser of each loss_agg_mode, from its definition (values, mask [B, T]; L the constant length):
@@ -78,65 +78,6 @@ def update(ctx) -> Result:
 
 
 # ---- the batch and the update --------------------------------------------------------------------------------
-def twin_batch(cfg, plan, ranks: int = 1) -> TrainBatch:
-    """`ranks` of the twin run's mini-batches: the run's engine's responses to real prompts, advantages ±1 per row
-    with every ZERO_SHARE-th row 0, π_old left to the update (on-policy: ratio 1), π_ref / π_teacher the policy's
-    log-probs shifted by 0.1 where a KL or distillation loss reads them (so those terms have a gradient)."""
-    from hybridrl.check.twin_policy import build_twin_policy, real_prompts, run_sampling
-
-    policy, tokenizer = build_twin_policy(cfg, plan)
-    try:
-        n = cfg.actor_rollout_ref.rollout.n
-        prompts = real_prompts(cfg, tokenizer, ranks * max(1, plan.mini_batch_responses_per_worker // n))
-        rollout = policy.generate(prompts, n, run_sampling(cfg))
-        seqs = rollout.sequences()
-        shifted = policy.log_probs(seqs) - 0.1 if cfg.actor_rollout_ref.actor.use_kl_loss or cfg.distillation.enabled \
-            else None
-    finally:
-        policy.close()
-    signs = torch.tensor([(0.0 if i % ZERO_SHARE == 0 else (-1.0) ** i) for i in range(len(seqs.input_ids))])
-    advantages = signs[:, None] * rollout.response_mask  # [N, T] one advantage per response, 0 on padding
-    return TrainBatch(seqs, advantages, rollout.rollout_log_probs, None, shifted, shifted)
-
-
-def gradient(cfg, plan, batch: TrainBatch, lr: float | None = None, **changes) -> tuple[list[Tensor], dict]:
-    """(the trainable parameters' gradients, the update's metrics) of one optimizer step of a fresh twin policy on
-    `batch` as one mini-batch, with UpdateSettings `changes`; unclipped (grad_clip=inf) so a mis-scaled gradient is
-    not hidden by the clip."""
-    from hybridrl.check.twin_policy import build_twin_policy
-
-    policy, _ = build_twin_policy(cfg, plan)
-    try:
-        policy.settings = dataclasses.replace(policy.settings, mini_batch_size=len(batch.advantages), ppo_epochs=1,
-                                              shuffle=False, **{"grad_clip": math.inf, **changes})
-        metrics = policy.update(batch)
-        grads = [full_tensor(p.grad).detach().clone() if p.grad is not None else torch.zeros_like(full_tensor(p))
-                 for p in policy.module.parameters() if p.requires_grad]
-    finally:
-        policy.close()
-    return grads, metrics
-
-
-def full_tensor(t: Tensor) -> Tensor:
-    """A whole tensor from a sharded one (FSDP2's DTensor), or the tensor itself."""
-    return t.full_tensor() if hasattr(t, "full_tensor") else t
-
-
-def run_split(cfg, plan, batch: TrainBatch) -> dict:
-    """The UpdateSettings changes that reproduce the run's split on the twin's batch: its micro-batch size; with
-    use_dynamic_bsz its token budget scaled by the twin's to the run's sequence length, and small enough to make
-    at least two micro-batches (the twin's responses are short: the run's budget would hold them all)."""
-    from hybridrl.config.levers import actor_update_batching, skips_zero_advantage
-
-    budget = actor_update_batching(cfg, 1).max_tokens
-    out = {"skip_zero_advantage": skips_zero_advantage(cfg)}
-    if budget is None:
-        return out
-    lengths = batch.seqs.attention_mask.sum(-1)
-    scaled = min(budget, max(int(lengths.max()), math.ceil(int(lengths.sum()) / max(2, plan.grad_accum_steps))))
-    return {**out, "max_tokens": scaled}
-
-
 def describe_split(cfg, batch: TrainBatch, split: dict) -> str:
     """'N responses in k micro-batches of sizes [...]' as the update cuts this batch."""
     from hybridrl.config.levers import MicroBatching
@@ -156,13 +97,6 @@ def _compute_dtype(cfg) -> str:
 
 
 # ---- the proofs ----------------------------------------------------------------------------------------------
-def compare(a: list[Tensor], b: list[Tensor]) -> tuple[float, float]:
-    """(relative error |a - b| / |b|, ratio <a, b> / <b, b>) of two gradients as flat vectors."""
-    fa, fb = torch.cat([g.float().flatten() for g in a]), torch.cat([g.float().flatten() for g in b])
-    norm = float(fb.norm()) or 1.0
-    return float((fa - fb).norm()) / norm, float(fa @ fb) / norm ** 2
-
-
 def same_gradient(g_split: list[Tensor], g_one: list[Tensor], dtype: str, split: str) -> Result:
     rel, ratio = compare(g_split, g_one)
     line = f"{split}: gradient / single-batch gradient = {ratio:.4f}, relative error {rel:.2g} (tolerance " \
@@ -293,7 +227,6 @@ def world_arithmetic(plan) -> Result:
 
 
 def two_ranks(ctx, cfg, plan, dtype: str) -> Result:
-    from hybridrl.check.update_ranks import two_rank_gradient
 
     if ctx.plan is None or ctx.plan.world_size <= 1:
         return not_applicable("the declared world is 1 rank: no 2-rank run")

@@ -24,7 +24,7 @@ TIMEOUT_S = 120  # a collective that waits longer: a rank died
 
 def two_rank_gradient(ctx, cfg, plan, tol: float) -> Result:
     """Both ranks' summed gradient on two per-rank mini-batches against one process's gradient on both at once."""
-    from hybridrl.check.update import compare, gradient, run_split, twin_batch
+    from hybridrl.check.update_grads import compare, gradient, run_split, twin_batch
 
     both = twin_batch(cfg, plan, ranks=RANKS)  # each rank's rows are a whole per-rank mini-batch of the run
     g_one, _ = gradient(cfg, plan, both, micro_batch_size=len(both.advantages), max_tokens=None,
@@ -66,7 +66,7 @@ def _free_port() -> int:
 def _rank(rank: int, port: int, folder: str, config_file, overrides: list[str]) -> None:
     """One rank: the twin run's policy in a group of RANKS, one update of its share; rank 0 saves the gradient."""
     from hybridrl.check.twin_policy import build_twin_policy
-    from hybridrl.check.update import full_tensor
+    from hybridrl.check.update_grads import full_tensor
     from hybridrl.config.validate import load_rl_config
     from hybridrl.distributed.dp import init_data_parallel
 

@@ -9,7 +9,7 @@ import pytest
 
 from hybridrl.check.context import CheckContext
 from hybridrl.check.registry import CHECKS
-from hybridrl.check.resume import metric_rows
+from hybridrl.check.resume_proofs import metric_rows
 from hybridrl.check.result import FAIL, PASS
 from hybridrl.check.runner import _run_one
 from hybridrl.trainer import checkpoint
