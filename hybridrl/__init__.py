@@ -12,9 +12,9 @@ __version__ = "0.1.0"
 # public name -> the module that defines it (imported by __getattr__ when the name is first used)
 _EXPORTS = {
     "train": "hybridrl.api.train",
-    "Run": "hybridrl.api.train",
+    "Run": "hybridrl.api.run",
     "evaluate": "hybridrl.api.evaluate",
-    "load": "hybridrl.api.evaluate",
+    "load": "hybridrl.api.run",
     "Callback": "hybridrl.trainer.callbacks",
 }
 __all__ = sorted(_EXPORTS)

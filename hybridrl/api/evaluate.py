@@ -1,27 +1,14 @@
-"""hybridrl.evaluate and hybridrl.load: `hybridrl eval` from Python (eval/evaluate.py, the same code), and
-a trained model back as transformers objects."""
+"""hybridrl.evaluate: `hybridrl eval` from Python (eval/evaluate.py, the same code)."""
 
 from __future__ import annotations
 
-import os
+import dataclasses
 import tempfile
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 
 from hybridrl.errors import ConfigError
 
 TAKEN = ("data", "model", "n", "custom_reward_path", "custom_reward_name")  # evaluate()'s own arguments
-
-
-def _folder_of(model: Any) -> str:
-    """A model argument as a path: a Run (its newest checkpoint), a path, or a bundled name."""
-    from hybridrl.api.train import Run
-
-    if isinstance(model, Run):
-        return model.run_dir
-    if isinstance(model, (str, os.PathLike)):
-        return os.fspath(model)
-    raise ConfigError(f"model: a {type(model).__name__}; give a model folder, a run folder, a global_step_<N> "
-                      "folder, a bundled model name (tiny-arith) or a Run (a model object: save_pretrained it first)")
 
 
 def evaluate(model: Any, data: Any, *, reward: Any = None, reward_weights: Optional[Sequence[float]] = None,
@@ -34,7 +21,7 @@ def evaluate(model: Any, data: Any, *, reward: Any = None, reward_weights: Optio
     batch_size, seed, ref, prompt_key, reward_fn_key, num_workers, timeout_s, on_error, output, dump, ...)."""
     from hybridrl.api.data import write_split
     from hybridrl.api.rewards import function_ref
-    from hybridrl.api.train import settings_of
+    from hybridrl.api.run import model_path
     from hybridrl.eval.evaluate import EvalSettings
     from hybridrl.eval.evaluate import evaluate as run_eval
 
@@ -44,18 +31,15 @@ def evaluate(model: Any, data: Any, *, reward: Any = None, reward_weights: Optio
         written = write_split(data, folder, "eval", keys.get("prompt_key", "prompt"),
                               keys.get("reward_fn_key", "data_source"), reward is not None)
         ref = function_ref(reward, reward_weights, written.text_prompts)
-        s = EvalSettings(data=[written.path], model=_folder_of(model), n=n, **chosen)
+        s = EvalSettings(data=[written.path], model=model_path(model), n=n, **chosen)
         return run_eval(s, log=log, reward=ref)
 
 
-def load(path: Any, log: Optional[Callable[[str], None]] = None):
-    """(model, tokenizer) of a run folder (its newest whole checkpoint), a global_step_<N> folder, an exported
-    or HF folder, or a bundled name: a transformers causal LM in eval mode on the CPU (a LoRA run's adapter on
-    its base model, with peft), and its tokenizer. A damaged checkpoint is refused naming the file."""
-    from hybridrl.eval.evaluate import model_folder
-    from hybridrl.models.loading import load_causal_lm, load_tokenizer
-    from hybridrl.models.lora import is_adapter_folder, load_adapter_model
-
-    folder = model_folder(_folder_of(path), "hybridrl.load", log)
-    model = load_adapter_model(folder) if is_adapter_folder(folder) else load_causal_lm(folder)
-    return model.eval(), load_tokenizer(folder)
+def settings_of(cls: type, given: Mapping[str, Any], taken: Iterable[str], what: str) -> dict[str, Any]:
+    """`given` checked against the dataclass `cls`'s fields (less `taken`, set otherwise): a ConfigError lists
+    the valid names."""
+    names = {f.name for f in dataclasses.fields(cls)} - set(taken)
+    unknown = sorted(set(given) - names)
+    if unknown:
+        raise ConfigError(f"{what}: unknown setting(s) {', '.join(unknown)}; valid: {', '.join(sorted(names))}")
+    return dict(given)

@@ -3,46 +3,15 @@ config/validate.load_rl_config, then trainer/launch.launch)."""
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import os
-from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Optional, Sequence, Union
 
+from hybridrl.api.data import write_split
+from hybridrl.api.run import Run
 from hybridrl.config.schema import DataConfig, RLConfig
 from hybridrl.errors import ConfigError
 
 ConfigLike = Union[str, "os.PathLike[str]", Mapping[str, Any], RLConfig]
-
-
-@dataclass(frozen=True)
-class Run:
-    """A finished (or resumed and finished) run: its summary, and its folder's contents on demand."""
-
-    run_dir: str  # trainer.default_local_dir, absolute
-    summary: Any  # trainer/rl.RunSummary: steps, val_before / val_after, wall_s, cpu_s, last_step
-    config: RLConfig  # the config it ran with, as validated
-
-    def metrics(self) -> list[dict[str, float]]:
-        """The rows of <run_dir>/metrics.jsonl, one per logged step (a "step" key each; step 0: before training)."""
-        with open(os.path.join(self.run_dir, "metrics.jsonl"), encoding="utf-8") as f:
-            return [json.loads(line) for line in f if line.strip()]
-
-    def checkpoints(self) -> list[str]:
-        """The whole global_step_<N> folders, oldest first."""
-        from hybridrl.trainer.checkpoint import complete_checkpoints
-
-        return [path for _, path in sorted(complete_checkpoints(self.run_dir).items())]
-
-    def last_checkpoint(self) -> Optional[str]:
-        found = self.checkpoints()
-        return found[-1] if found else None
-
-    def load(self):
-        """(model, tokenizer) of the newest checkpoint (see hybridrl.load)."""
-        from hybridrl.api.evaluate import load
-
-        return load(self.run_dir)
 
 
 def train(config: ConfigLike = None, *, data: Any = None, val_data: Any = None, reward: Any = None,
@@ -64,23 +33,22 @@ def train(config: ConfigLike = None, *, data: Any = None, val_data: Any = None, 
     log: where hybridrl's own lines go (None: printed, as the CLI prints them); the step lines are
         trainer.logger's (its console logger prints them).
     """
-    from hybridrl.api.data import write_split
     from hybridrl.api.rewards import function_ref
     from hybridrl.trainer.callbacks import Callbacks
     from hybridrl.trainer.launch import launch
 
     hooks = Callbacks([callbacks] if _single_callback(callbacks) else callbacks)
     file, values = config_source(config)
-    cfg, plan = _load(file, values)
+    cfg, plan = _load(file, values)  # every config problem before anything is written
+    if reward is not None and cfg.custom_reward_function.path is not None:
+        raise ConfigError(f"reward= and custom_reward_function.path={cfg.custom_reward_function.path!r} both name "
+                          "the reward function; give one")
     text_prompts = False
     if data is not None or val_data is not None:
-        written, values = _write_data(cfg, values, data, val_data, reward is not None, write_split)
+        written, values = _write_data(cfg, values, data, val_data, reward is not None)
         text_prompts = written.text_prompts
         cfg, plan = _load(file, values)
     ref = function_ref(reward, reward_weights, text_prompts)
-    if ref is not None and cfg.custom_reward_function.path is not None:
-        raise ConfigError(f"reward= and custom_reward_function.path={cfg.custom_reward_function.path!r} both name "
-                          "the reward function; give one")
     summary = launch(cfg, plan, reward=ref, callbacks=hooks, log=log)
     return Run(os.path.abspath(cfg.trainer.default_local_dir), summary, cfg)
 
@@ -110,7 +78,7 @@ def _load(file: Optional[str], values: dict[str, Any]):
     return load_rl_config(file, (), values)
 
 
-def _write_data(cfg: RLConfig, values: dict[str, Any], data: Any, val_data: Any, own_reward: bool, write_split):
+def _write_data(cfg: RLConfig, values: dict[str, Any], data: Any, val_data: Any, own_reward: bool):
     """The data written into <run folder>/data/ and the config keys that point at it; (train's or else val's
     Written, new values)."""
     d, defaults = cfg.data, DataConfig()
@@ -128,13 +96,3 @@ def _write_data(cfg: RLConfig, values: dict[str, Any], data: Any, val_data: Any,
     if data is not None and val_data is None and d.val_files == defaults.val_files:
         values["data.val_files"] = []  # the default's arithmetic prompts are not this data's validation
     return written.get("train") or written["val"], values
-
-
-def settings_of(cls: type, given: Mapping[str, Any], taken: Iterable[str], what: str) -> dict[str, Any]:
-    """`given` checked against the dataclass `cls`'s fields (less `taken`, set otherwise): a ConfigError lists
-    the valid names."""
-    names = {f.name for f in dataclasses.fields(cls)} - set(taken)
-    unknown = sorted(set(given) - names)
-    if unknown:
-        raise ConfigError(f"{what}: unknown setting(s) {', '.join(unknown)}; valid: {', '.join(sorted(names))}")
-    return dict(given)

@@ -62,15 +62,13 @@ def test_data_and_the_configs_train_files_do_not_both_name_the_data(tmp_path):
     cfg.data.train_files = ["mine.parquet"]
     cfg.trainer.default_local_dir = str(tmp_path)
     with pytest.raises(ConfigError, match=r"data.train_files=\['mine.parquet'\] is set and data= is given; give one"):
-        _write_data(cfg, {}, [{"prompt": "q"}], None, True, lambda *a: None)
+        _write_data(cfg, {}, [{"prompt": "q"}], None, True)
 
 
 def test_data_alone_turns_off_the_default_arithmetic_validation(tmp_path):
-    from hybridrl.api.data import write_split
-
     cfg = RLConfig()
     cfg.trainer.default_local_dir = str(tmp_path)
-    written, values = _write_data(cfg, {}, [{"prompt": "q"}], None, True, write_split)
+    written, values = _write_data(cfg, {}, [{"prompt": "q"}], None, True)
     assert values == {"data.train_files": [written.path], "data.val_files": []}
     assert written.path.startswith(str(tmp_path / "data" / "train-")) and written.text_prompts
 
