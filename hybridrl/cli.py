@@ -16,7 +16,6 @@ from hybridrl.errors import HybridRLError
 from hybridrl.interrupt import (
     EXIT_CODE,
     Interrupted,
-    StoppedEarly,
     handling_signals,
     interrupted_message,
     kill_descendants,
@@ -188,41 +187,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def cmd_train(args) -> None:
     from hybridrl.config.validate import load_rl_config
-    from hybridrl.trainer.build import build_run
-    from hybridrl.trainer.rl import RLTrainer
-
-    from hybridrl.library_logs import route_library_logging
-    from hybridrl.versions import untested_here
+    from hybridrl.trainer.launch import launch
 
     cfg, plan = load_rl_config(args.config, args.overrides)  # every config problem at once
-    print(plan.describe(), flush=True)
-    for package in untested_here():  # torch / transformers / vllm outside what the suite passed on
-        print(package.line(), flush=True)
-    log_file = route_library_logging(cfg.trainer.default_local_dir)  # Ray's and vLLM's notes: <run>/logs/driver.log
-    if cfg.actor_rollout_ref.rollout.name == "vllm" and cfg.trainer.backend == "local":  # (Ray's workers: their line)
-        print(f"vLLM engine output: {log_file}", flush=True)
-    try:
-        with progress.reporting() as shown:  # from here on, what runs is shown (hybridrl/progress.py)
-            with progress.phase("setup"):  # tokenizing the data, loading the models, starting workers or engines
-                run = build_run(cfg, plan, log=shown.write)
-            shown.write(f"{len(run.train_data)} training prompts, {run.total_steps} steps; run folder {run.run_dir}")
-            summary = RLTrainer(run).fit()
-    except Interrupted as e:
-        e.message += _where_to_resume(e, cfg.trainer.default_local_dir)
-        raise
-    print(summary.line())
-
-
-def _where_to_resume(e, run_dir: str) -> str:
-    """What a stop-at-once leaves to resume from (a clean stop says so itself)."""
-    from hybridrl.trainer.checkpoint import latest_complete
-
-    if isinstance(e, StoppedEarly):
-        return ""
-    point = latest_complete(run_dir)
-    if point is None:
-        return "; no checkpoint was saved yet"
-    return f"; the steps after the last checkpoint ({point.path}) are lost — run the same command to resume from it"
+    launch(cfg, plan)  # the same path as hybridrl.train (hybridrl/api/train.py)
 
 
 def cmd_plan(args) -> None:

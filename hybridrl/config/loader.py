@@ -20,7 +20,7 @@ import os
 import re
 import typing
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Mapping, TypeVar
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
@@ -46,21 +46,28 @@ class LoadedConfig(Generic[C]):
     refused: set[str]  # the dotted keys those errors are about (and the keys suggested for unknown ones)
 
 
-def load_config(cls: type[C], config_file: str | None = None, overrides: list[str] | tuple[str, ...] = ()) -> C:
-    """Return an instance of dataclass `cls` with the YAML file and overrides applied; every problem
+def load_config(cls: type[C], config_file: str | None = None, overrides: list[str] | tuple[str, ...] = (),
+                values: Mapping[str, Any] | None = None) -> C:
+    """Return an instance of dataclass `cls` with the YAML file, `values` and overrides applied; every problem
     of the keys and values at once as ConfigErrors (one problem: its message alone)."""
-    loaded = load_config_checked(cls, config_file, overrides)
+    loaded = load_config_checked(cls, config_file, overrides, values)
     raise_all(loaded.errors)
     return loaded.config
 
 
 def load_config_checked(cls: type[C], config_file: str | None = None,
-                        overrides: list[str] | tuple[str, ...] = ()) -> LoadedConfig[C]:
+                        overrides: list[str] | tuple[str, ...] = (),
+                        values: Mapping[str, Any] | None = None) -> LoadedConfig[C]:
     """Like load_config, but the problems are returned with the config instead of raised, so that a
-    caller can add the checks that tie keys together (config/validate.py) to the same report."""
+    caller can add the checks that tie keys together (config/validate.py) to the same report.
+
+    `values`: a mapping of keys (nested, or dotted like `data.seed`) from Python (hybridrl.train), a layer
+    between the YAML file and the overrides, checked exactly as they are."""
     errors: list[str] = []
     refused: set[str] = set()
     layers = [(_parse_overrides(overrides, errors), "command line")]
+    if values is not None:
+        layers.insert(0, (_from_mapping(values), VALUES_SOURCE))
     if config_file is not None:
         layers.insert(0, (_load_yaml(config_file), f"--config {config_file}"))
     merged = OmegaConf.structured(cls)
@@ -199,6 +206,18 @@ def _load_yaml(path: str) -> DictConfig:
         return OmegaConf.create(loaded)
     except OmegaConfBaseException as e:  # e.g. a YAML date or a set, which no config key holds
         raise ConfigError(f"--config {path}: {str(e.msg).splitlines()[0]}") from None
+
+
+VALUES_SOURCE = "config"  # how errors name the `values` layer (a dict given to hybridrl.train)
+
+
+def _from_mapping(values: Mapping[str, Any]) -> DictConfig:
+    if not isinstance(values, Mapping):
+        raise ConfigError(f"{VALUES_SOURCE}: expected a mapping of config keys, got {type(values).__name__}")
+    try:
+        return OmegaConf.create(dict(values))
+    except OmegaConfBaseException as e:  # a value no config key can hold (an object, a set)
+        raise ConfigError(f"{VALUES_SOURCE}: {str(e.msg).splitlines()[0]}") from None
 
 
 def _parse_overrides(overrides: list[str] | tuple[str, ...], errors: list[str]) -> DictConfig:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
-from typing import Callable, Optional
+from typing import Any, Callable, Mapping, Optional
 
 from hybridrl.algos.advantages import ADV_ESTIMATORS
 from hybridrl.algos.distill import NO_TEACHER_GRADIENT, UNBIASED_AS_REWARD
@@ -121,23 +121,26 @@ def validate_rl_config(cfg: RLConfig) -> BatchPlan:
     return plan
 
 
-def load_rl_config(config_file: Optional[str], overrides: list[str] | tuple[str, ...]) -> tuple[RLConfig, BatchPlan]:
+def load_rl_config(config_file: Optional[str], overrides: list[str] | tuple[str, ...],
+                   values: Optional[Mapping[str, Any]] = None) -> tuple[RLConfig, BatchPlan]:
     """load_config + validate_rl_config with one report: the unknown keys, wrong types and values out
     of range, and with them the cross-key problems that do not involve a refused key (those keys hold
-    their defaults while checking, so a problem that names one may be an artefact of that)."""
-    cfg, errors, plan = load_rl_config_checked(config_file, overrides)
+    their defaults while checking, so a problem that names one may be an artefact of that). `values`:
+    keys given from Python (hybridrl.train), between the file and the overrides."""
+    cfg, errors, plan = load_rl_config_checked(config_file, overrides, values)
     raise_all(errors)
     assert plan is not None
     return cfg, plan
 
 
-def load_rl_config_checked(config_file: Optional[str], overrides: list[str] | tuple[str, ...]
+def load_rl_config_checked(config_file: Optional[str], overrides: list[str] | tuple[str, ...],
+                           values: Optional[Mapping[str, Any]] = None
                            ) -> tuple[RLConfig, list[str], Optional[BatchPlan]]:
     """load_rl_config's config, problems and plan, returned instead of raised (`hybridrl check` reports them as
     one of its lines); the plan is None when the batch sizes do not make one."""
     from hybridrl.config.loader import load_config_checked
 
-    loaded = load_config_checked(RLConfig, config_file, overrides)
+    loaded = load_config_checked(RLConfig, config_file, overrides, values)
     problems = Problems()
     plan = check_rl_config(loaded.config, problems)
     errors = loaded.errors + [m for m in problems.errors if not _mentions(m, loaded.refused)]

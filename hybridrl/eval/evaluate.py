@@ -304,10 +304,12 @@ def diversity_metrics(texts: Sequence[str], n: int) -> dict[str, float]:
     return out
 
 
-def evaluate(s: EvalSettings, log: Callable[[str], None] = print) -> EvalResult:
+def evaluate(s: EvalSettings, log: Callable[[str], None] = print, reward: Optional[FunctionRef] = None) -> EvalResult:
+    """`reward`: a reward function given from Python (hybridrl.evaluate), instead of the custom reward file."""
     check_settings(s)  # flags and output paths: before anything loads
     tools = load_eval_tools(s)  # a bad tools file fails at once
-    ref = FunctionRef(s.custom_reward_path, s.custom_reward_name, keys=("--custom-reward-path", "--custom-reward-name"))
+    ref = reward or FunctionRef(s.custom_reward_path, s.custom_reward_name,
+                                keys=("--custom-reward-path", "--custom-reward-name"))
     pool = ScoringPool(ref, s.num_workers, s.timeout_s)  # a custom reward file that cannot load fails at once too
     try:
         with progress.reporting():  # a bar over the prompts on a terminal, plain lines in a log (hybridrl/progress.py)

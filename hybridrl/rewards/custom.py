@@ -9,6 +9,7 @@ sample, and the numeric ones are logged as extras). Batched (`reward_model.rewar
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from hybridrl.errors import ConfigError, setting
@@ -31,8 +32,19 @@ def load_function(path: str, name: str, keys: tuple[str, str] = KEYS) -> Callabl
     return fn
 
 
+@dataclass(frozen=True)
+class NoScore:
+    """What a batched function returns for a response it could not score (the Python API's reward functions,
+    hybridrl/api/rewards.py): that response fails with `reason`, the others keep their scores."""
+
+    reason: str
+
+
 def split_result(value: Any) -> tuple[float, dict[str, Any]]:
-    """(score, extras) of a reward function's return value; extras are the dict's other keys."""
+    """(score, extras) of a reward function's return value; extras are the dict's other keys. A ValueError
+    says why the value is not a score."""
+    if isinstance(value, NoScore):
+        raise ValueError(value.reason)
     if isinstance(value, dict):
         if "score" not in value:
             raise ValueError(f"returned a dict without a 'score' key (keys: {sorted(value)})")

@@ -83,12 +83,13 @@ class RewardManager:
 
     def _rule_scores(self, rollout: Rollout, texts: list[str]) -> list[Scored]:
         p = rollout.prompts
-        if self.pool.ref.path is None:  # an unknown data_source is a config error, not a per-sample failure
+        if not self.pool.ref.custom:  # an unknown data_source is a config error, not a per-sample failure
             for source in sorted(set(p.data_source)):
                 SCORERS.get(source)
         infos = p.extra_info if p.extra_info is not None else [{} for _ in texts]
         raise_on_error = self.settings.on_error == "raise"
-        results = self.pool.score(list(p.data_source), texts, list(p.ground_truth), infos, stop_on_error=raise_on_error)
+        results = self.pool.score(list(p.data_source), texts, list(p.ground_truth), infos, stop_on_error=raise_on_error,
+                                  prompts=p.messages)
         unscored = sum(1 for r in results if r.error is not None and r.error.startswith(NOT_SCORED))
         failed = [i for i, r in enumerate(results) if r.error is not None and not r.error.startswith(NOT_SCORED)]
         if failed and raise_on_error:

@@ -22,6 +22,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Optional
 
+from hybridrl.errors import ConfigError
 from hybridrl.rewards.custom import KEYS, load_function, split_result
 from hybridrl.rewards.scorers import SCORERS
 from hybridrl.user_code import failure, where
@@ -36,15 +37,58 @@ class Scored:
 
 @dataclass(frozen=True)
 class FunctionRef:
-    """Which function scores: a user function (path, name), else the built-in scorer of each data_source."""
+    """Which function scores: a user function (path, name), or one given as an object from Python
+    (`function`, hybridrl.train's reward=), else the built-in scorer of each data_source."""
 
     path: Optional[str] = None
     name: str = "compute_score"
     batched: bool = False
     keys: tuple[str, str] = KEYS  # the settings that gave path and name, for errors (eval: its flags)
+    function: Optional[Callable[..., Any]] = None  # used instead of path/name; shipped to workers by cloudpickle
+    with_prompts: bool = False  # batched: the call also gets prompts= (each row's chat messages)
+
+    @property
+    def custom(self) -> bool:
+        """A user function scores every row (not the data_source's built-in scorer)."""
+        return self.function is not None or self.path is not None
 
     def resolve(self) -> Optional[Callable[..., Any]]:
+        if self.function is not None:
+            return self.function
         return load_function(self.path, self.name, self.keys) if self.path else None
+
+    def check_picklable(self, why: str) -> None:
+        """A ConfigError naming the function when it cannot be sent to another process (`why` says which)."""
+        if self.function is None:
+            return
+        import cloudpickle
+
+        try:
+            cloudpickle.dumps(self.function)
+        except Exception as e:  # noqa: BLE001  pickling raises TypeError, PicklingError, AttributeError ...
+            name = getattr(self.function, "__qualname__", type(self.function).__name__)
+            raise ConfigError(f"the reward function {name!r} cannot be pickled ({type(e).__name__}: "
+                              f"{str(e).splitlines()[0] if str(e) else ''}), but {why} must receive it; create what "
+                              "it holds that cannot be pickled (a lock, a client, an open file) inside the function, "
+                              "or score in this process (reward_model.num_workers=0)") from None
+
+    # An in-memory function travels by value (cloudpickle: a notebook's or a closure's too), never by name:
+    # a process started with spawn could not import it.
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        if self.function is not None:
+            import cloudpickle
+
+            state["function"] = cloudpickle.dumps(self.function)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        if isinstance(state.get("function"), bytes):
+            import pickle
+
+            state = dict(state, function=pickle.loads(state["function"]))
+        for key, value in state.items():
+            object.__setattr__(self, key, value)
 
 
 _custom: Optional[Callable[..., Any]] = None  # the user function inside a worker; never set in the trainer
@@ -81,10 +125,13 @@ def score_one(source: str, text: str, truth: str, info: dict, fn: Optional[Calla
 
 
 def score_batch(sources: list[str], texts: list[str], truths: list[str], infos: list[dict],
-                fn: Optional[Callable[..., Any]] = None) -> list[Scored]:
-    """A batched user function (verl's BatchRewardManager signature): one call for all samples."""
+                fn: Optional[Callable[..., Any]] = None, prompts: Optional[list] = None) -> list[Scored]:
+    """A batched user function (verl's BatchRewardManager signature): one call for all samples; `prompts`
+    (each row's chat messages) is passed only when given (FunctionRef.with_prompts)."""
+    more = {} if prompts is None else {"prompts": prompts}
     try:
-        values = list((fn or _custom)(data_sources=sources, solution_strs=texts, ground_truths=truths, extra_infos=infos))
+        values = list((fn or _custom)(data_sources=sources, solution_strs=texts, ground_truths=truths, extra_infos=infos,
+                                      **more))
     except (Exception, SystemExit) as e:  # a sys.exit in the user's function must not end the trainer
         return [Scored(0.0, {}, _describe(e))] * len(texts)
     if len(values) != len(texts):
@@ -123,27 +170,31 @@ class ScoringPool:
             # fork: workers start in milliseconds and inherit the imported scorers; they run
             # plain Python (no torch), so forking a process that uses torch threads is safe
             ctx = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
+            if ctx.get_start_method() != "fork":  # the workers get the function by pickle: refuse now, by name
+                ref.check_picklable(f"reward_model.num_workers={num_workers} starts its scoring processes with "
+                                    f"{ctx.get_start_method()}, and each")
             self._pool = ProcessPool(max_workers=num_workers, initializer=_init_worker, initargs=(ref,), context=ctx)
 
     def score(self, sources: list[str], texts: list[str], truths: list[str], infos: list[dict],
-              stop_on_error: bool = False) -> list[Scored]:
+              stop_on_error: bool = False, prompts: Optional[list] = None) -> list[Scored]:
+        """`prompts` (each row's chat messages) reach a batched function that asks for them (FunctionRef.with_prompts)."""
         rows = list(zip(sources, texts, truths, infos))
         if self.ref.batched:
-            return self._score_batched(sources, texts, truths, infos)
+            return self._score_batched(sources, texts, truths, infos, prompts if self.ref.with_prompts else None)
         if self._pool is None:
             return self._score_here(rows, stop_on_error)
         return self._score_in_pool(rows, stop_on_error)
 
-    def _score_batched(self, sources, texts, truths, infos) -> list[Scored]:
+    def _score_batched(self, sources, texts, truths, infos, prompts) -> list[Scored]:
         """One call for the batch, timeout_s for the call (not per sample: a hang must not wait N times)."""
         why = f"timed out after reward_model.timeout_s={self.timeout_s:g}s (the batched call)"
         if self._pool is None:
             try:
                 with alarm(self._limit):
-                    return score_batch(sources, texts, truths, infos, self._fn)
+                    return score_batch(sources, texts, truths, infos, self._fn, prompts)
             except ScorerTimeout:
                 return [Scored(0.0, {}, why)] * len(texts)
-        future = self._pool.schedule(score_batch, args=(sources, texts, truths, infos), timeout=self._limit)
+        future = self._pool.schedule(score_batch, args=(sources, texts, truths, infos, None, prompts), timeout=self._limit)
         return self._outcome(future, len(texts), why)
 
     def _score_here(self, rows: list[tuple], stop_on_error: bool) -> list[Scored]:

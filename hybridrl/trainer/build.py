@@ -163,22 +163,24 @@ def _roles(cfg: RLConfig, plan: BatchPlan, total: int, tokenizer, log) -> tuple:
     return policy, reference, critic, teacher, None, None
 
 
-def reward_manager(cfg: RLConfig, tokenizer, model=None) -> RewardManager:
-    """`model`: the reward model's own pool (backend=ray), else it is built here when enabled."""
+def reward_manager(cfg: RLConfig, tokenizer, model=None, function: Optional[FunctionRef] = None) -> RewardManager:
+    """`model`: the reward model's own pool (backend=ray), else it is built here when enabled. `function`: the
+    reward function given from Python (hybridrl.train), instead of custom_reward_function.*."""
     rm, crf, ob = cfg.reward_model, cfg.custom_reward_function, cfg.reward_model.overlong_buffer
     if rm.enable and model is None:
         model = build_reward_model(cfg, tokenizer)
     settings = RewardSettings(
         on_error=rm.on_error, rm_weight=rm.rm_weight, rule_weight=rm.rule_weight,
         overlong=OverlongBuffer(cfg.data.max_response_length, ob.len, ob.penalty_factor) if ob.enable else None)
-    ref = FunctionRef(crf.path, crf.name, batched=rm.reward_manager == "batch")
+    ref = function or FunctionRef(crf.path, crf.name, batched=rm.reward_manager == "batch")
     return RewardManager(tokenizer, ScoringPool(ref, rm.num_workers, rm.timeout_s), settings, model)
 
 
-def build_run(cfg: RLConfig, plan: BatchPlan, log=print) -> RLRun:
+def build_run(cfg: RLConfig, plan: BatchPlan, log=print, reward: Optional[FunctionRef] = None) -> RLRun:
     """The run's collaborators. It decides where to resume before it writes anything (a refused resume
     leaves the folder as it was), then holds the folder's lock (`RLRun.lock`) until the trainer ends (or
-    this fails); the decision is made again under the lock if the checkpoints changed in between."""
+    this fails); the decision is made again under the lock if the checkpoints changed in between.
+    `reward`: a reward function given from Python (hybridrl.train), scored on this driver."""
     for warning in config_warnings(cfg):
         log(f"WARNING: {warning}")
     log(check_memory(cfg, plan).describe().splitlines()[0])  # refuses a config that cannot fit, before any load
@@ -194,7 +196,7 @@ def build_run(cfg: RLConfig, plan: BatchPlan, log=print) -> RLRun:
     try:
         if checkpoint_listing(tr.default_local_dir) != seen:  # a run that ended meanwhile saved or pruned: decide again
             resume = resume_point(cfg, log)
-        run = _build_run(cfg, plan, resume, log)
+        run = _build_run(cfg, plan, resume, log, reward)
     except BaseException:
         lock.release()
         raise
@@ -202,7 +204,8 @@ def build_run(cfg: RLConfig, plan: BatchPlan, log=print) -> RLRun:
     return run
 
 
-def _build_run(cfg: RLConfig, plan: BatchPlan, resume: Optional[ResumePoint], log) -> RLRun:
+def _build_run(cfg: RLConfig, plan: BatchPlan, resume: Optional[ResumePoint], log,
+               function: Optional[FunctionRef] = None) -> RLRun:
     d, arr, tr = cfg.data, cfg.actor_rollout_ref, cfg.trainer
     run_dir = tr.default_local_dir
     if tr.save_freq != 0:  # a full disk fails now, not at the first save
@@ -228,7 +231,7 @@ def _build_run(cfg: RLConfig, plan: BatchPlan, resume: Optional[ResumePoint], lo
     try:
         if resume is not None:  # a checkpoint of another model is refused before anything is written
             check_resumable(resume.path, policy, critic, "actor_rollout_ref.model", "critic.model")
-        reward = reward_manager(cfg, tokenizer, reward_model)
+        reward = reward_manager(cfg, tokenizer, reward_model, function)
         opened.append(reward)
         os.makedirs(run_dir, exist_ok=True)
         OmegaConf.save(OmegaConf.structured(cfg), os.path.join(run_dir, "config.yaml"))

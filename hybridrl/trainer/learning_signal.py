@@ -50,7 +50,8 @@ class ZeroSignalWatch:
         patience = min(PATIENCE, max(steps, 1)) if watched else 0
         sources = sorted({record.data_source for record in run.train_data.records})
         context = SignalContext(estimator.name, run.loop.n, run.loop.max_response_length, run.sampling.temperature,
-                                scorer_hints(sources, run.reward.pool.ref.path, run.reward.reward_model is not None))
+                                scorer_hints(sources, run.reward.pool.ref.path, run.reward.reward_model is not None,
+                                             run.reward.pool.ref.function))
         return cls(context, patience)
 
     def observe(self, metrics: dict[str, float]) -> Optional[str]:
@@ -68,8 +69,12 @@ class ZeroSignalWatch:
         return zero_signal_message(list(self.recent), self.threshold, self.context)
 
 
-def scorer_hints(sources: list[str], custom_path: Optional[str], reward_model: bool) -> tuple[str, ...]:
-    """One line per way the rewards are computed: the custom function, or each data_source's scorer."""
+def scorer_hints(sources: list[str], custom_path: Optional[str], reward_model: bool,
+                 function: Optional[object] = None) -> tuple[str, ...]:
+    """One line per way the rewards are computed: the custom function (a file's, or `function` given from
+    Python), or each data_source's scorer."""
+    if function is not None:
+        return ("the reward function given to hybridrl.train scores every response: check what it expects",)
     if custom_path is not None:
         return (f"custom_reward_function.path={custom_path} scores every response: check what it expects",)
     hints = [f"{s}: {SCORERS.entry(s).doc}" for s in sources[:3] if s in SCORERS]

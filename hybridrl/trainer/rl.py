@@ -22,6 +22,7 @@ from hybridrl.interrupt import StoppedEarly, failing_after, graceful
 from hybridrl.rewards.manager import on_last_token
 from hybridrl.timeline import TimelineWriter
 from hybridrl.trainer.build import DistillSettings, RLRun
+from hybridrl.trainer.callbacks import Callbacks
 from hybridrl.trainer.checkpoint import prune, restore, save_checkpoint
 from hybridrl.trainer.collect import collect_rollout, greedy_baseline
 from hybridrl.trainer.generations import add_token_details, dump_rows, generation_rows
@@ -98,8 +99,9 @@ class FrozenPasses:
 
 
 class RLTrainer:
-    def __init__(self, run: RLRun, log=progress.write):
+    def __init__(self, run: RLRun, log=progress.write, callbacks: Optional[Callbacks] = None):
         self.r, self.log = run, log
+        self.callbacks = callbacks or Callbacks()  # hybridrl.train's callbacks= (trainer/callbacks.py)
         self.estimator = ADV_ESTIMATORS.entry(run.loop.adv_estimator)
         self.signal = ZeroSignalWatch.of_run(run, self.estimator)
         self.timeline: Optional[TimelineWriter] = None
@@ -153,6 +155,7 @@ class RLTrainer:
                             after = self.validate(step)
                         metrics.update(after)
                 r.tracker.log(metrics, step)
+                self.callbacks.step_end(step, metrics)
                 if self.timeline is not None:  # every step (at most every few seconds): a crash leaves a file
                     self.timeline.flush()
                 if (warning := self.signal.observe(metrics)) is not None:  # after the step's line, which it explains
@@ -171,6 +174,7 @@ class RLTrainer:
             path = save_checkpoint(r, step)
             prune(r.run_dir, r.checkpointing.keep_actor, r.checkpointing.keep_critic)
         self.log(f"saved {path} ({time.perf_counter() - start:.1f}s)")
+        self.callbacks.save(step, path)
 
     def open_timeline(self) -> Optional[TimelineWriter]:
         """trainer.profile_timeline: this process records as "driver" (the first track), the worker pools as
@@ -303,4 +307,4 @@ class RLTrainer:
         if s.log_val_generations > 0:
             keep = ("input", "output", "gts", "score")
             r.tracker.log_generations([{k: row[k] for k in keep} for row in result.rows[:s.log_val_generations]], step)
-        return result.metrics
+        return {**result.metrics, **self.callbacks.validation(step, result.metrics)}

@@ -43,7 +43,7 @@ def run_stub(estimator: str, total_steps: int, resumed_at: int | None = None, cu
         total_steps=total_steps, resume=SimpleNamespace(step=resumed_at) if resumed_at is not None else None,
         train_data=SimpleNamespace(records=records), loop=SimpleNamespace(n=8, max_response_length=64, distill=distill),
         sampling=SimpleNamespace(temperature=0.7),
-        reward=SimpleNamespace(pool=SimpleNamespace(ref=SimpleNamespace(path=custom)), reward_model=None)), \
+        reward=SimpleNamespace(pool=SimpleNamespace(ref=SimpleNamespace(path=custom, function=None)), reward_model=None)), \
         ADV_ESTIMATORS.entry(estimator)
 
 
