@@ -108,7 +108,8 @@ class Deadline:
     def __init__(self, seconds: float):
         self.end, self.fired = time.perf_counter() + seconds, False
 
-    def __call__(self, start: int, t: int, tokens: torch.Tensor, live: torch.Tensor) -> Optional[torch.Tensor]:
+    def __call__(self, start: int, t: int, tokens: torch.Tensor, live: torch.Tensor,
+                 logits: torch.Tensor) -> Optional[torch.Tensor]:
         self.fired = self.fired or time.perf_counter() > self.end
         return torch.ones_like(live) if self.fired else None
 

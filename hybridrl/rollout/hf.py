@@ -24,9 +24,10 @@ from hybridrl.rollout.partial import WeightInbox
 # 4-5 packed steps save on the bench models, so generations that end sooner (EOS) never pay for it
 PACK_AFTER = 8
 
-# on_step(start, t, tokens [n], live [n]) -> None or a bool [n] of rows to end after token t. Called once per
-# decoding step of each chunk; rows start .. start + n - 1 of the call; tokens is the pad id on ended rows.
-StepCallback = Callable[[int, int, Tensor, Tensor], Optional[Tensor]]
+# on_step(start, t, tokens [n], live [n], logits [n, V]) -> None or a bool [n] of rows to end after token t. Called
+# once per decoding step of each chunk; rows start .. start + n - 1 of the call; tokens is the pad id on ended rows;
+# logits are the raw ones token t was drawn from (before temperature and filtering: the server's log-probs).
+StepCallback = Callable[[int, int, Tensor, Tensor, Tensor], Optional[Tensor]]
 
 
 def filter_logits(logits: Tensor, top_k: int, top_p: float) -> Tensor:
@@ -153,7 +154,7 @@ class HFRolloutEngine(RolloutEngine):
             use_cache=True).logits[:, -1]
 
     def _generate(self, prompt_ids: Tensor, prompt_mask: Tensor, sampling: SamplingParams, keys: Tensor,
-                  on_step: Callable[[int, Tensor, Tensor], Optional[Tensor]] | None = None,
+                  on_step: Callable[[int, Tensor, Tensor, Tensor], Optional[Tensor]] | None = None,
                   inbox: WeightInbox | None = None) -> Generation:
         was_training = self.module.training
         self.module.eval()
@@ -180,7 +181,7 @@ class HFRolloutEngine(RolloutEngine):
             progress.advance_tokens(live)
             if not sampling.ignore_eos:
                 done = done | torch.isin(tok, self.eos.to(device))
-            if on_step is not None and (end := on_step(t, tok, live)) is not None:
+            if on_step is not None and (end := on_step(t, tok, live, logits)) is not None:
                 done = done | end.to(device)
             if bool(done.all()) or t + 1 == T:
                 break
@@ -225,6 +226,7 @@ def _static_cache(base, config, max_len: int, precision: Precision):
     return Cast(config=config, max_cache_len=max_len)
 
 
-def _shifted(on_step: StepCallback | None, start: int) -> Callable[[int, Tensor, Tensor], Optional[Tensor]] | None:
+def _shifted(on_step: StepCallback | None,
+             start: int) -> Callable[[int, Tensor, Tensor, Tensor], Optional[Tensor]] | None:
     """The callback of a chunk whose first row is row `start` of the call."""
-    return None if on_step is None else (lambda t, tokens, live: on_step(start, t, tokens, live))
+    return None if on_step is None else (lambda t, tokens, live, logits: on_step(start, t, tokens, live, logits))

@@ -132,15 +132,22 @@ def _v1_router(service: GenerationService, settings: AppSettings) -> APIRouter:
     @router.post("/completions")
     async def completions(request: Request):
         req = await _parse(request, CompletionRequest, settings)
-        prompts = await run_in_threadpool(lambda: [service.encode_text(p) for p in req.prompt])
-        return await _respond(service, Meta("completion", settings.model_name), completion_plan(req, prompts, limits))
+        params = ["prompt"] if len(req.prompt) == 1 else [f"prompt[{i}]" for i in range(len(req.prompt))]
+        prompts = await run_in_threadpool(lambda: [service.encode_prompt(p, q) for p, q in zip(req.prompt, params)])
+        plan = completion_plan(req, prompts, limits)
+        echo = None
+        if req.echo:  # the prompt's text as given, or the decoded token ids
+            echo = await run_in_threadpool(lambda: [p if isinstance(p, str) else service.decode(p) for p in req.prompt])
+        meta = Meta("completion", settings.model_name, n=plan.n, logprobs=plan.logprobs is not None, echo=echo)
+        return await _respond(service, meta, plan)
 
     @router.post("/chat/completions")
     async def chat(request: Request):
         req = await _parse(request, ChatRequest, settings)
         messages = [{"role": m.role, "content": m.content} for m in req.messages]
         prompt = await run_in_threadpool(service.encode_chat, messages)
-        return await _respond(service, Meta("chat", settings.model_name), chat_plan(req, prompt, limits))
+        plan = chat_plan(req, prompt, limits)
+        return await _respond(service, Meta("chat", settings.model_name, logprobs=plan.logprobs is not None), plan)
 
     return router
 

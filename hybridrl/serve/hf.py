@@ -22,6 +22,7 @@ from hybridrl.rollout.base import SamplingParams
 from hybridrl.rollout.hf import HFRolloutEngine
 from hybridrl.serve.backend import Backend
 from hybridrl.serve.jobs import Inbox, Job, run_guarded
+from hybridrl.serve.logprobs import RawLogprob, from_logits, prompt_logprobs
 
 
 def select_batch(queued: list[Job], limit: int, max_model_len: int) -> list[Job]:
@@ -67,18 +68,41 @@ class HFBackend(Backend):
             run_guarded(batch, lambda: self.generate(batch))
 
     def generate(self, jobs: list[Job]) -> None:
-        """One batch of jobs that share their sampling settings, streamed token by token."""
+        """One batch of jobs that share their sampling settings, streamed token by token. Echoed prompts are
+        scored first (a plain forward each); a job of max_tokens 0 (echo) ends there."""
+        for job in jobs:
+            if job.prompt_logprobs is not None:
+                job.set_prompt_logprobs(prompt_logprobs(self.engine.module, job.prompt_ids, job.prompt_logprobs))
+            if job.max_tokens == 0:
+                job.end("length")
+        jobs = [job for job in jobs if not job.done]
+        if jobs:
+            self._sample(jobs)
+
+    def _sample(self, jobs: list[Job]) -> None:
         s = jobs[0].sampling
         params = SamplingParams(max_new_tokens=max(j.max_tokens for j in jobs), temperature=s.temperature or 1.0,
                                 top_p=s.top_p, top_k=s.top_k, do_sample=not s.greedy)
         ids, mask = left_pad([j.prompt_ids for j in jobs], self.pad_token_id, self.device)
         keys = torch.tensor([j.key for j in jobs], dtype=torch.int64)
 
-        def on_step(start: int, t: int, tokens: Tensor, live: Tensor) -> Tensor:
-            rows = zip(jobs[start:start + len(tokens)], tokens.tolist(), live.tolist())
-            return torch.tensor([not alive or job.done or job.push([tok]) for job, tok, alive in rows])
+        top = max((j.logprobs for j in jobs if j.logprobs is not None), default=None)  # None: nobody wants them
+
+        def on_step(start: int, t: int, tokens: Tensor, live: Tensor, logits: Tensor) -> Tensor:
+            rows = jobs[start:start + len(tokens)]
+            raw = None if top is None else from_logits(logits, tokens.tolist(), top)  # the step's own logits
+            return torch.tensor([not alive or job.done or job.push([tok], _own(raw, i, job))
+                                 for i, (job, tok, alive) in enumerate(zip(rows, tokens.tolist(), live.tolist()))])
 
         self.engine.generate_keyed(ids, mask, params, keys, on_step)
         for job in jobs:  # every job ends in on_step; this only guards against a silent hang
             if not job.done:
                 job.end("length")
+
+
+def _own(raw: list[RawLogprob] | None, row: int, job: Job) -> list[RawLogprob] | None:
+    """Row `row`'s log-prob cut to its job's top-k (the batch computed the largest k asked), or None."""
+    if raw is None or job.logprobs is None:
+        return None
+    r = raw[row]
+    return [RawLogprob(r.token, r.logprob, r.top[:job.logprobs])]

@@ -19,6 +19,7 @@ from typing import Callable, Optional, Sequence
 import torch
 
 from hybridrl.rollout.keyed import splitmix64
+from hybridrl.serve.logprobs import RawLogprob, TokenLogprob, spell
 from hybridrl.serve.text import TextStream
 
 log = logging.getLogger("hybridrl.serve")
@@ -49,6 +50,8 @@ class Delta:
     text: str
     finish_reason: Optional[str]
     completion_tokens: int  # tokens generated so far for this choice (EOS included)
+    logprobs: list[TokenLogprob] = field(default_factory=list)  # of the tokens since the last delta (EOS excluded)
+    prompt_logprobs: Optional[list[TokenLogprob]] = None  # echo: the prompt's, on the choice's first delta
 
 
 @dataclass
@@ -74,28 +77,41 @@ class Job:
     text: TextStream
     eos: frozenset[int]
     deliver: Callable[[Event], None]  # thread-safe: puts the event on the request's queue
+    logprobs: Optional[int] = None  # top-k of each generated token's log-probs to return; None: no log-probs
+    prompt_logprobs: Optional[int] = None  # echo with logprobs: top-k of the prompt tokens' log-probs; None: none
+    spell: Optional[Callable[[list[int]], list[str]]] = None  # token ids -> their texts (needed with log-probs)
     id: str = field(default_factory=lambda: f"job-{next(_ids)}")
     tokens: list[int] = field(default_factory=list)  # generated ids, EOS included
     finish_reason: Optional[str] = None
     cancelled: bool = False  # set by the HTTP side when the client went away
+    _pending: list[RawLogprob] = field(default_factory=list, init=False)  # log-probs not delivered yet
+    _prompt: Optional[list[RawLogprob]] = field(default=None, init=False)  # delivered with the first delta
+    _sent_first: bool = field(default=False, init=False)
 
     @property
     def done(self) -> bool:
         return self.finish_reason is not None or self.cancelled
 
-    def push(self, new: Sequence[int]) -> bool:
-        """Take newly generated tokens (one per step; vLLM may hand several), deliver their text; True
-        once the job is over. Tokens after the end are ignored (and a finished job delivers nothing more)."""
+    def set_prompt_logprobs(self, raw: list[RawLogprob]) -> None:
+        """The backend scored the prompt (before the first token); sent with the first delta."""
+        self._prompt = raw
+
+    def push(self, new: Sequence[int], logprobs: Optional[Sequence[RawLogprob]] = None) -> bool:
+        """Take newly generated tokens (one per step; vLLM may hand several) and, when the job asked for them,
+        their log-probs; deliver their text; True once the job is over. Tokens after the end are ignored (and a
+        finished job delivers nothing more)."""
         if self.finish_reason is not None:
             return True
         piece = ""
-        for tok in new:
+        for i, tok in enumerate(new):
             if self.finish_reason is not None:
                 break
             self.tokens.append(tok)
             if tok in self.eos:
                 self.finish_reason = "stop"
             else:
+                if logprobs is not None:
+                    self._pending.append(logprobs[i])
                 piece += self.text.push([tok])
                 if self.text.stopped:
                     self.finish_reason = "stop"
@@ -104,14 +120,22 @@ class Job:
         if self.finish_reason is not None:
             piece += self.text.finish()
         if piece or self.finish_reason is not None:
-            self.deliver(Delta(self.index, piece, self.finish_reason, len(self.tokens)))
+            self._send(piece)
         return self.done
 
     def end(self, reason: str) -> None:
-        """The backend ended the job without a deciding token (e.g. vLLM's context limit)."""
+        """The backend ended the job without a deciding token (e.g. vLLM's context limit, or max_tokens 0)."""
         if self.finish_reason is None:
             self.finish_reason = reason
-            self.deliver(Delta(self.index, self.text.finish(), reason, len(self.tokens)))
+            self._send(self.text.finish())
+
+    def _send(self, piece: str) -> None:
+        """Deliver the new text with the log-probs gathered since the last delta (a token whose text is held
+        back, e.g. a possible stop string, gets its log-prob sent with the text that follows)."""
+        lps = spell(self._pending, self.spell) if self._pending else []
+        prompt = spell(self._prompt, self.spell) if self._prompt is not None and not self._sent_first else None
+        self._pending, self._sent_first = [], True
+        self.deliver(Delta(self.index, piece, self.finish_reason, len(self.tokens), lps, prompt))
 
     def fail(self) -> None:
         if self.finish_reason is None:

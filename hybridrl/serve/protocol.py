@@ -1,8 +1,9 @@
 """The OpenAI request bodies this server accepts (pydantic) and its OpenAI-style error bodies.
 
 Unknown fields are refused (`extra="forbid"`), as are known OpenAI features this server does not
-implement when they carry a non-default value (logprobs, echo, penalties, tools, ...): a client
-that relies on one gets a 400 naming it rather than a silently different answer. Bounds that come
+implement when they carry a non-default value (penalties, logit_bias, best_of, suffix,
+response_format, ...): a client that relies on one gets a 400 naming it rather than a silently
+different answer. Bounds that come
 from the command line (max_tokens, n, context length) are checked later, in serve/requests.py.
 """
 
@@ -12,6 +13,7 @@ from typing import Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, ValidationError, field_validator
 
+from hybridrl.serve.logprobs import MAX_CHAT_TOP, MAX_LEGACY_TOP
 from hybridrl.surrogates import find_lone_surrogate
 
 MAX_STOPS = 4  # OpenAI's limit on stop strings
@@ -93,24 +95,28 @@ class BaseRequest(_Strict):
                 ("logit_bias", bool(self.logit_bias))]
 
 
+def _token_ids(v: Any) -> bool:
+    return isinstance(v, list) and bool(v) and all(type(t) is int and t >= 0 for t in v)
+
+
 class CompletionRequest(BaseRequest):
-    prompt: Any  # str or list of str
-    echo: Optional[StrictBool] = None
+    prompt: Any  # a string, a list of strings, a list of token ids or a list of such lists -> list[str | list[int]]
+    echo: Optional[StrictBool] = None  # the prompt's text (and, with logprobs, its log-probs) before the completion
     best_of: Optional[StrictInt] = None
-    logprobs: Optional[StrictInt] = None
+    logprobs: Optional[StrictInt] = Field(None, ge=0, le=MAX_LEGACY_TOP)  # top-k per token (the legacy format)
     suffix: Optional[str] = None
 
     @field_validator("prompt")
     @classmethod
-    def _prompts(cls, v: Any) -> list[str]:
-        prompts = [v] if isinstance(v, str) else v
-        if not isinstance(prompts, list) or not prompts or not all(isinstance(p, str) for p in prompts):
-            raise ValueError("give a string or a non-empty list of strings (token-id prompts are not supported)")
-        return prompts
+    def _prompts(cls, v: Any) -> list[str | list[int]]:
+        if isinstance(v, str) or _token_ids(v):
+            return [v]
+        if isinstance(v, list) and v and all(isinstance(p, str) or _token_ids(p) for p in v):
+            return v
+        raise ValueError("give a string, a list of strings, a list of token ids (ints >= 0) or a list of such lists")
 
     def unsupported(self) -> list[tuple[str, bool]]:
-        return super().unsupported() + [("echo", bool(self.echo)), ("best_of", (self.best_of or 1) != 1),
-                                        ("logprobs", self.logprobs is not None), ("suffix", bool(self.suffix))]
+        return super().unsupported() + [("best_of", (self.best_of or 1) != 1), ("suffix", bool(self.suffix))]
 
 
 class Message(_Strict):
@@ -136,7 +142,7 @@ class ChatRequest(BaseRequest):
     messages: list[Message] = Field(min_length=1)
     max_completion_tokens: Optional[StrictInt] = None  # the newer name of max_tokens
     logprobs: Optional[StrictBool] = None
-    top_logprobs: Optional[StrictInt] = None
+    top_logprobs: Optional[StrictInt] = Field(None, ge=0, le=MAX_CHAT_TOP)  # needs logprobs: true
     tools: Optional[list] = None
     tool_choice: Any = None
     functions: Optional[list] = None
@@ -147,7 +153,6 @@ class ChatRequest(BaseRequest):
     def unsupported(self) -> list[tuple[str, bool]]:
         fmt = (self.response_format or {}).get("type", "text")
         return super().unsupported() + [
-            ("logprobs", bool(self.logprobs)), ("top_logprobs", self.top_logprobs is not None),
             ("tools", bool(self.tools)), ("tool_choice", self.tool_choice not in (None, "none")),
             ("functions", bool(self.functions)), ("function_call", self.function_call not in (None, "none")),
             ("parallel_tool_calls", bool(self.parallel_tool_calls)), ("response_format", fmt != "text")]
@@ -176,4 +181,9 @@ def parse(model: type[BaseRequest], body: Any) -> BaseRequest:
             raise APIError(400, f"'{name}' is not supported by this server", name, "unsupported_parameter")
     if req.stream_options is not None and not req.stream:
         raise APIError(400, "'stream_options' is only allowed when 'stream' is true", "stream_options", "invalid_value")
+    if isinstance(req, CompletionRequest) and req.echo and req.stream:
+        raise APIError(400, "'echo' is not supported with 'stream': true; send the request without streaming",
+                       "echo", "unsupported_parameter")
+    if isinstance(req, ChatRequest) and req.top_logprobs is not None and not req.logprobs:
+        raise APIError(400, "'top_logprobs' needs 'logprobs': true", "top_logprobs", "invalid_value")
     return req

@@ -38,6 +38,8 @@ class Plan:
     seed: Optional[int]  # None: the server draws one
     stream: bool
     include_usage: bool  # streaming: a last chunk with the usage
+    logprobs: Optional[int] = None  # top-k of the generated tokens' log-probs; None: no log-probs
+    prompt_logprobs: Optional[int] = None  # echo with logprobs: top-k of the prompt's log-probs
 
     @property
     def prompt_tokens(self) -> int:
@@ -49,10 +51,12 @@ def sampling_of(req: BaseRequest) -> Sampling:
     return Sampling(1.0 if req.temperature is None else req.temperature, 1.0 if req.top_p is None else req.top_p, top_k)
 
 
-def check_max_tokens(value: Optional[int], param: str, limits: Limits) -> None:
-    if value is not None and not 1 <= value <= limits.max_tokens_limit:
-        raise APIError(400, f"'{param}' is {value}; give 1 to {limits.max_tokens_limit} (this server's "
-                            "--max-tokens-limit)", param, "invalid_value")
+def check_max_tokens(value: Optional[int], param: str, limits: Limits, least: int = 1) -> None:
+    """least: 0 for an echo request (its prompt's log-probs alone: lm-evaluation-harness's log-likelihoods)."""
+    if value is not None and not least <= value <= limits.max_tokens_limit:
+        echo = " (0 only with 'echo': true)" if least == 1 and value == 0 and param == "max_tokens" else ""
+        raise APIError(400, f"'{param}' is {value}; give {least} to {limits.max_tokens_limit} (this server's "
+                            f"--max-tokens-limit){echo}", param, "invalid_value")
 
 
 def check_choices(req: BaseRequest, prompts: int, limits: Limits) -> None:
@@ -67,7 +71,7 @@ def check_prompt(ids: list[int], max_tokens: int, max_tokens_param: str, param: 
     """The prompt is not empty and leaves room for max_tokens in the context."""
     if not ids:
         raise APIError(400, "The prompt is empty (0 tokens); give at least one token", param, "invalid_value")
-    if len(ids) >= limits.max_model_len:
+    if len(ids) + (max_tokens == 0) > limits.max_model_len:  # max_tokens 0: the prompt may fill the context
         raise APIError(400, f"The prompt has {len(ids)} tokens; this server's context is {limits.max_model_len} "
                             "tokens (--max-model-len), prompt plus at least 1 generated token", param,
                        "context_length_exceeded")
@@ -82,16 +86,18 @@ def early_checks(req: BaseRequest, limits: Limits) -> None:
     if isinstance(req, ChatRequest):
         check_max_tokens(req.max_completion_tokens, "max_completion_tokens", limits)
         check_choices(req, 1, limits)
+        check_max_tokens(req.max_tokens, "max_tokens", limits)
     else:
         check_choices(req, len(req.prompt), limits)
-    check_max_tokens(req.max_tokens, "max_tokens", limits)
+        check_max_tokens(req.max_tokens, "max_tokens", limits, least=0 if req.echo else 1)
 
 
 def completion_plan(req: CompletionRequest, prompts: list[list[int]], limits: Limits) -> Plan:
     max_tokens = COMPLETION_DEFAULT_MAX_TOKENS if req.max_tokens is None else req.max_tokens
     for ids in prompts:
         check_prompt(ids, max_tokens, "max_tokens", "prompt", limits)
-    return _plan(req, prompts, max_tokens)
+    echoed = req.logprobs if req.echo else None
+    return _plan(req, prompts, max_tokens, req.logprobs, echoed)
 
 
 def chat_plan(req: ChatRequest, prompt: list[int], limits: Limits) -> Plan:
@@ -101,9 +107,11 @@ def chat_plan(req: ChatRequest, prompt: list[int], limits: Limits) -> Plan:
     if max_tokens is None:
         max_tokens = max(1, min(limits.max_tokens_limit, limits.max_model_len - len(prompt)))
     check_prompt(prompt, max_tokens, param, "messages", limits)
-    return _plan(req, [prompt], max_tokens)
+    return _plan(req, [prompt], max_tokens, (req.top_logprobs or 0) if req.logprobs else None)
 
 
-def _plan(req: BaseRequest, prompts: list[list[int]], max_tokens: int) -> Plan:
+def _plan(req: BaseRequest, prompts: list[list[int]], max_tokens: int, logprobs: Optional[int],
+          prompt_logprobs: Optional[int] = None) -> Plan:
     include_usage = bool(req.stream and req.stream_options and req.stream_options.include_usage)
-    return Plan(prompts, sampling_of(req), max_tokens, req.n or 1, req.stop, req.seed, bool(req.stream), include_usage)
+    return Plan(prompts, sampling_of(req), max_tokens, req.n or 1, req.stop, req.seed, bool(req.stream), include_usage,
+                logprobs, prompt_logprobs)

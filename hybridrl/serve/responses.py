@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import AsyncIterator, Optional
 
 from hybridrl.serve.jobs import Delta
+from hybridrl.serve.logprobs import TokenLogprob, chat_logprobs, legacy_logprobs
 from hybridrl.serve.protocol import APIError
 from hybridrl.serve.service import Pending
 
@@ -24,6 +25,9 @@ class Meta:
 
     kind: str  # "completion" | "chat"
     model: str
+    n: int = 1  # choices per prompt: choice i answers prompt i // n
+    logprobs: bool = False  # choices carry their tokens' log-probs
+    echo: Optional[list[str]] = None  # completions with echo: each prompt's text, put before its choices' text
     id: str = ""
     created: int = field(default_factory=lambda: int(time.time()))
 
@@ -44,42 +48,67 @@ def sse(obj: dict) -> str:
     return f"data: {json.dumps(obj, ensure_ascii=False)}\n\n"
 
 
-def choice(meta: Meta, index: int, text: str, finish_reason: Optional[str]) -> dict:
+@dataclass
+class Answer:
+    """One choice as its deltas arrive (non-streamed responses)."""
+
+    text: str = ""
+    finish_reason: Optional[str] = None
+    tokens: int = 0
+    logprobs: list[TokenLogprob] = field(default_factory=list)
+    prompt_logprobs: list[TokenLogprob] = field(default_factory=list)
+
+    def add(self, d: Delta) -> None:
+        self.text += d.text
+        self.finish_reason, self.tokens = d.finish_reason, d.completion_tokens
+        self.logprobs += d.logprobs
+        self.prompt_logprobs += d.prompt_logprobs or []
+
+
+def choice(meta: Meta, index: int, a: Answer) -> dict:
     if meta.kind == "chat":
-        return {"index": index, "message": {"role": "assistant", "content": text}, "logprobs": None,
-                "finish_reason": finish_reason}
-    return {"index": index, "text": text, "logprobs": None, "finish_reason": finish_reason}
+        return {"index": index, "message": {"role": "assistant", "content": a.text},
+                "logprobs": chat_logprobs(a.logprobs) if meta.logprobs else None, "finish_reason": a.finish_reason}
+    prefix = meta.echo[index // meta.n] if meta.echo is not None else ""
+    # echo: the prompt's tokens first, then the completion's, whose offsets start after the prompt's text
+    lps = legacy_logprobs(a.prompt_logprobs) if meta.logprobs else None
+    if lps is not None:
+        tail = legacy_logprobs(a.logprobs, len(prefix))
+        lps = {key: lps[key] + tail[key] for key in tail}
+    return {"index": index, "text": prefix + a.text, "logprobs": lps, "finish_reason": a.finish_reason}
 
 
-def chunk(meta: Meta, index: int, delta: dict | str, finish_reason: Optional[str], with_usage: bool) -> dict:
+def chunk(meta: Meta, index: int, delta: dict | str, finish_reason: Optional[str], with_usage: bool,
+          logprobs: Optional[dict] = None) -> dict:
     """A streamed piece of choice `index`: chat carries a `delta` dict, completion its `text`."""
     part = {"delta": delta} if meta.kind == "chat" else {"text": delta}
-    body = {**meta.head(True), "choices": [{"index": index, **part, "logprobs": None, "finish_reason": finish_reason}]}
+    body = {**meta.head(True), "choices": [{"index": index, **part, "logprobs": logprobs,
+                                            "finish_reason": finish_reason}]}
     return {**body, "usage": None} if with_usage else body
 
 
 async def collect(meta: Meta, pending: Pending, prompt_tokens: int) -> dict:
     """The whole (non-streamed) response body."""
-    count = len(pending.jobs)
-    texts, reasons, tokens = [""] * count, [None] * count, [0] * count
+    answers = [Answer() for _ in pending.jobs]
     async for d in pending.events():
-        texts[d.index] += d.text
-        reasons[d.index], tokens[d.index] = d.finish_reason, d.completion_tokens
-    choices = [choice(meta, i, texts[i], reasons[i]) for i in range(count)]
-    return {**meta.head(False), "choices": choices, "usage": usage(prompt_tokens, sum(tokens))}
+        answers[d.index].add(d)
+    choices = [choice(meta, i, a) for i, a in enumerate(answers)]
+    return {**meta.head(False), "choices": choices, "usage": usage(prompt_tokens, sum(a.tokens for a in answers))}
 
 
 async def stream(meta: Meta, pending: Pending, prompt_tokens: int, include_usage: bool) -> AsyncIterator[str]:
     """The response as server-sent events, ending in `data: [DONE]`. Chat choices open with the
     assistant role; a failure after the stream has started is sent as an error event."""
-    tokens = [0] * len(pending.jobs)
+    tokens, offsets = [0] * len(pending.jobs), [0] * len(pending.jobs)
     try:
         if meta.kind == "chat":
             for i in range(len(pending.jobs)):
                 yield sse(chunk(meta, i, {"role": "assistant", "content": ""}, None, include_usage))
         async for d in pending.events():
             tokens[d.index] = d.completion_tokens
-            yield sse(chunk(meta, d.index, _piece(meta, d), d.finish_reason, include_usage))
+            yield sse(chunk(meta, d.index, _piece(meta, d), d.finish_reason, include_usage,
+                            _chunk_logprobs(meta, d, offsets[d.index])))
+            offsets[d.index] += len(d.text)
         if include_usage:
             yield sse({**meta.head(True), "choices": [], "usage": usage(prompt_tokens, sum(tokens))})
         yield DONE
@@ -87,6 +116,13 @@ async def stream(meta: Meta, pending: Pending, prompt_tokens: int, include_usage
         yield sse(e.body())
     finally:
         pending.cancel()  # a client that went away frees its rows at the next step
+
+
+def _chunk_logprobs(meta: Meta, d: Delta, offset: int) -> Optional[dict]:
+    """The log-probs of a chunk's tokens (None when the request asked for none)."""
+    if not meta.logprobs or not d.logprobs:  # the last chunk of a choice often has no new token
+        return None
+    return chat_logprobs(d.logprobs) if meta.kind == "chat" else legacy_logprobs(d.logprobs, offset)
 
 
 def _piece(meta: Meta, d: Delta) -> dict | str:

@@ -78,6 +78,23 @@ class GenerationService:
         with self._tok_lock:
             return self.tokenizer(text, add_special_tokens=True)["input_ids"]
 
+    def encode_prompt(self, prompt: str | list[int], param: str) -> list[int]:
+        """A completions prompt as token ids: a string is tokenized, token ids are taken as they are (an
+        evaluator that tokenized it itself counts on exactly these ids) once each is known to the tokenizer."""
+        if isinstance(prompt, str):
+            return self.encode_text(prompt)
+        vocab = len(self.tokenizer)
+        bad = next((t for t in prompt if t >= vocab), None)
+        if bad is not None:
+            raise APIError(400, f"Invalid value for '{param}': token id {bad} is not in this model's vocabulary "
+                                f"(0 to {vocab - 1})", param, "invalid_value")
+        return list(prompt)
+
+    def spell(self, ids: list[int]) -> list[str]:
+        """Each token's own text (special tokens kept): the `token` of a log-prob entry."""
+        with self._tok_lock:
+            return self.tokenizer.batch_decode([[i] for i in ids], skip_special_tokens=False)
+
     def encode_chat(self, messages: list[dict]) -> list[int]:
         """The chat template with the assistant's generation prompt, then tokens (as the trainer's data)."""
         try:
@@ -104,7 +121,8 @@ class GenerationService:
         keys = choice_keys(to_int64(seed), count)
         for i in range(count):
             pending.jobs.append(Job(i, plan.prompts[i // plan.n], plan.sampling, plan.max_tokens, keys[i],
-                                    TextStream(self.decode, plan.stops), self.eos, pending.deliver))
+                                    TextStream(self.decode, plan.stops), self.eos, pending.deliver, plan.logprobs,
+                                    plan.prompt_logprobs, self.spell))
         self.inbox.put(pending.jobs)
         return pending
 

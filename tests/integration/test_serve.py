@@ -107,7 +107,7 @@ def test_streamed_chat_concatenates_to_the_non_streamed_message(hf_url, temperat
     ({"model": MODEL, "prompt": "x", "max_tokens": -5}, 400, "max_tokens"),
     ({"model": MODEL, "prompt": "x", "max_tokens": 10 ** 9}, 400, "max_tokens"),
     ({"model": MODEL}, 400, "prompt"),
-    ({"model": MODEL, "prompt": "x", "logprobs": 2}, 400, "logprobs"),
+    ({"model": MODEL, "prompt": "x", "logprobs": 9}, 400, "logprobs"),  # OpenAI's bound: 0..5
     ({"model": "nope", "prompt": "x"}, 404, "model"),
 ])
 def test_malformed_requests_get_openai_errors(hf_url, body, status, param):

@@ -54,7 +54,7 @@ def test_a_swap_at_step_t_samples_tokens_from_t_on_with_the_new_weights(lean, sw
     eng, new = engine(lean), model(1)
     inbox = WeightInbox(version=3)
 
-    def push(start, t, tokens, live):  # the trainer's push arrives while token t is being chosen
+    def push(start, t, tokens, live, logits):  # the trainer's push arrives while token t is being chosen
         if t + 1 == swap_at:
             inbox.offer(list(new.state_dict().items()), 4)
 
@@ -89,8 +89,8 @@ def test_without_a_swap_the_output_is_the_plain_engines_bit_for_bit():
 def test_a_swap_in_the_first_chunk_gives_the_later_chunks_the_new_weights_from_their_start():
     ids, mask = prompts()
     eng, inbox = engine(True, max_num_seqs=4), WeightInbox(0)
-    push = lambda start, t, tokens, live: inbox.offer(list(model(1).state_dict().items()), 1) if (start, t) == (0, 1) \
-        else None  # noqa: E731
+    push = lambda start, t, tokens, live, logits: (  # noqa: E731
+        inbox.offer(list(model(1).state_dict().items()), 1) if (start, t) == (0, 1) else None)
     out = eng.generate(ids, mask, SAMPLING, torch.arange(len(ids)), on_step=push, inbox=inbox)
     live = out.response_mask.bool()
     assert (out.versions[:4, :2][live[:4, :2]] == 0).all() and (out.versions[:4, 2:][live[:4, 2:]] == 1).all()

@@ -31,13 +31,18 @@ BAD_REQUESTS = [
     (COMPLETIONS, "{not json", None, "invalid_json"),
     (COMPLETIONS, "[1, 2]", None, None),  # JSON, but not an object
     (COMPLETIONS, {"prompt": None}, "prompt", "invalid_value"),
-    (COMPLETIONS, {"prompt": [1, 2, 3]}, "prompt", "invalid_value"),  # token-id prompts are not supported
+    (COMPLETIONS, {"prompt": [1, -2, 3]}, "prompt", "invalid_value"),  # token ids are >= 0
+    (COMPLETIONS, {"prompt": [[1, 2], "x", []]}, "prompt", "invalid_value"),  # an empty token list
+    (COMPLETIONS, {"prompt": [True, 2]}, "prompt", "invalid_value"),  # JSON booleans are not token ids
+    (COMPLETIONS, {"prompt": [1, 309]}, "prompt", "invalid_value"),  # the tokenizer has 309 tokens: 0..308
+    (COMPLETIONS, {"prompt": ["x", [5, 10 ** 6]]}, "prompt[1]", "invalid_value"),
     (COMPLETIONS, {"prompt": []}, "prompt", "invalid_value"),
     (COMPLETIONS, {"prompt": ""}, "prompt", "invalid_value"),  # 0 tokens
     (COMPLETIONS, {"prompt": "1 " * 300}, "prompt", "context_length_exceeded"),  # 600 tokens > 256
     (COMPLETIONS, {"prompt": "1" * 200, "max_tokens": 60}, "max_tokens", "context_length_exceeded"),
     (COMPLETIONS, {"max_tokens": -1}, "max_tokens", "invalid_value"),
-    (COMPLETIONS, {"max_tokens": 0}, "max_tokens", "invalid_value"),
+    (COMPLETIONS, {"max_tokens": 0}, "max_tokens", "invalid_value"),  # 0 only with echo
+    (COMPLETIONS, {"max_tokens": -1, "echo": True}, "max_tokens", "invalid_value"),
     (COMPLETIONS, {"max_tokens": 65}, "max_tokens", "invalid_value"),  # > --max-tokens-limit 64
     (COMPLETIONS, {"max_tokens": 10 ** 30}, "max_tokens", "invalid_value"),
     (COMPLETIONS, {"max_tokens": "16"}, "max_tokens", "invalid_value"),
@@ -57,8 +62,11 @@ BAD_REQUESTS = [
     (COMPLETIONS, {"stream_options": {"include_usage": True}}, "stream_options", "invalid_value"),  # no stream
     (COMPLETIONS, {"stream": True, "stream_options": {"bogus": 1}}, "stream_options.bogus", "unrecognized_argument"),
     (COMPLETIONS, {"foo": 1}, "foo", "unrecognized_argument"),
-    (COMPLETIONS, {"logprobs": 1}, "logprobs", "unsupported_parameter"),
-    (COMPLETIONS, {"echo": True}, "echo", "unsupported_parameter"),
+    (COMPLETIONS, {"logprobs": 6}, "logprobs", "invalid_value"),  # OpenAI's legacy bound: 0..5
+    (COMPLETIONS, {"logprobs": -1}, "logprobs", "invalid_value"),
+    (COMPLETIONS, {"logprobs": True}, "logprobs", "invalid_value"),  # an int, not chat's boolean
+    (COMPLETIONS, {"echo": True, "stream": True}, "echo", "unsupported_parameter"),
+    (COMPLETIONS, {"echo": "yes"}, "echo", "invalid_value"),
     (COMPLETIONS, {"best_of": 2}, "best_of", "unsupported_parameter"),
     (COMPLETIONS, {"suffix": "x"}, "suffix", "unsupported_parameter"),
     (COMPLETIONS, {"presence_penalty": 0.5}, "presence_penalty", "unsupported_parameter"),
@@ -72,8 +80,10 @@ BAD_REQUESTS = [
     (CHAT, {"messages": [{"role": "user", "content": "x", "extra": 1}]}, "messages[0].extra", "unrecognized_argument"),
     (CHAT, {"max_completion_tokens": 0}, "max_completion_tokens", "invalid_value"),
     (CHAT, {"max_tokens": 1000}, "max_tokens", "invalid_value"),
-    (CHAT, {"logprobs": True}, "logprobs", "unsupported_parameter"),
-    (CHAT, {"top_logprobs": 2}, "top_logprobs", "unsupported_parameter"),
+    (CHAT, {"logprobs": 1}, "logprobs", "invalid_value"),  # a boolean, not the legacy int
+    (CHAT, {"top_logprobs": 2}, "top_logprobs", "invalid_value"),  # needs logprobs: true
+    (CHAT, {"logprobs": True, "top_logprobs": 21}, "top_logprobs", "invalid_value"),  # OpenAI's bound: 0..20
+    (CHAT, {"logprobs": True, "top_logprobs": -1}, "top_logprobs", "invalid_value"),
     (CHAT, {"tools": [{"type": "function", "function": {"name": "f"}}]}, "tools", "unsupported_parameter"),
     (CHAT, {"tool_choice": "auto"}, "tool_choice", "unsupported_parameter"),
     (CHAT, {"response_format": {"type": "json_object"}}, "response_format", "unsupported_parameter"),

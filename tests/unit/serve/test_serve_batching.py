@@ -121,7 +121,7 @@ def test_step_callback_ends_rows_and_leaves_the_others_unchanged(tiny):
     free = engine.generate_keyed(ids, mask, sampling, keys)
     seen = []
 
-    def on_step(start, t, tokens, live):  # end row 1 after its 2nd token and row 3 at once
+    def on_step(start, t, tokens, live, logits):  # end row 1 after its 2nd token and row 3 at once
         seen.append((start, t, len(tokens)))
         rows = torch.arange(start, start + len(tokens))
         return ((rows == 1) & (t >= 1)) | (rows == 3)
