@@ -6,18 +6,16 @@ lm_eval is installed by `make vllm` (requirements/all.lock, the eval-harness ext
 
 from __future__ import annotations
 
-import json
 import math
-import random
 from importlib.util import find_spec
 from pathlib import Path
 
 import pytest
 
-from hybridrl.data.arithmetic import make_problems
 from hybridrl.models.loading import BUNDLED
 
 from conftest import find_shared_data  # tests/conftest.py
+from lm_eval_tasks.make_data import write_arith_mc, write_gsm8k_sample  # the data files the task YAMLs read
 from test_serve import KEY, MODEL, server  # tests/integration/test_serve.py: `hybridrl serve tiny-arith` in a subprocess
 
 pytestmark = [pytest.mark.slow,
@@ -28,37 +26,8 @@ pytestmark = [pytest.mark.slow,
 TASKS = Path(__file__).parent / "lm_eval_tasks"
 TINY = str(BUNDLED["tiny-arith"])
 CONTEXT = 256  # tiny-arith's max_position_embeddings and `hybridrl serve`'s default --max-model-len
-GEN_TOKENS = 32  # the GSM8K task's max_gen_toks
 GSM8K_ROWS, MC_ROWS = 6, 16
 GSM8K, MC = "hybridrl_gsm8k_sample", "hybridrl_arith_mc"  # the task names in lm_eval_tasks/
-
-
-def write_gsm8k_sample(folder: Path, tokenizer) -> None:
-    """The first GSM8K test rows whose prompt leaves room for the answer in the context (so neither side
-    truncates), as gsm8k_sample.jsonl."""
-    rows = []
-    with open(find_shared_data("gsm8k") / "test.jsonl") as f:
-        for line in f:
-            row = json.loads(line)
-            prompt = f"Question: {row['question']}\nAnswer:"
-            if len(tokenizer(prompt)["input_ids"]) + GEN_TOKENS < CONTEXT - 1:
-                rows.append(row)
-            if len(rows) == GSM8K_ROWS:
-                break
-    (folder / "gsm8k_sample.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-
-
-def write_arith_mc(folder: Path) -> None:
-    """Two-operand additions (tiny-arith's training task), each with the right sum and three near misses in a
-    random order, as arith_mc.jsonl."""
-    rng = random.Random(0)
-    rows = []
-    for expr, answer in make_problems(MC_ROWS, seed=123, min_operands=2, max_operands=2, max_value=99, ops="+"):
-        wrong = rng.sample([d for d in (-10, -2, -1, 1, 2, 10) if answer + d >= 0], 3)
-        choices = [str(answer)] + [str(answer + d) for d in wrong]
-        rng.shuffle(choices)
-        rows.append({"expression": expr, "choices": choices, "answer": choices.index(str(answer))})
-    (folder / "arith_mc.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
 
 
 @pytest.fixture(scope="module")
@@ -69,23 +38,28 @@ def harness(tmp_path_factory):
     from transformers import AutoTokenizer
 
     folder = tmp_path_factory.mktemp("lm_eval")
-    write_gsm8k_sample(folder, AutoTokenizer.from_pretrained(TINY))
-    write_arith_mc(folder)
+    rows = write_gsm8k_sample(find_shared_data("gsm8k") / "test.jsonl", folder, AutoTokenizer.from_pretrained(TINY),
+                              GSM8K_ROWS, CONTEXT)
+    assert rows == GSM8K_ROWS
+    write_arith_mc(folder, MC_ROWS)
     with pytest.MonkeyPatch.context() as mp:
         # before lm_eval imports datasets, which reads these once
         mp.setenv("HF_DATASETS_OFFLINE", "1")
         mp.setenv("HF_HUB_OFFLINE", "1")
         mp.setenv("HF_DATASETS_CACHE", str(folder / "datasets-cache"))
         mp.setenv("OPENAI_API_KEY", KEY)  # local-completions sends it as the bearer token
-        mp.chdir(folder)
         import lm_eval
         from lm_eval.tasks import TaskManager
 
         tasks = TaskManager(include_path=str(TASKS), include_defaults=False)
 
         def evaluate(model: str, model_args: str) -> dict:
-            return lm_eval.simple_evaluate(model=model, model_args=model_args, tasks=[GSM8K, MC], task_manager=tasks,
-                                           log_samples=True)
+            # in the data files' folder only while lm_eval runs: the server subprocess must start from the
+            # repository (`python -m hybridrl` imports the package from its working directory first)
+            with pytest.MonkeyPatch.context() as here:
+                here.chdir(folder)
+                return lm_eval.simple_evaluate(model=model, model_args=model_args, tasks=[GSM8K, MC],
+                                               task_manager=tasks, log_samples=True)
 
         yield evaluate
 
@@ -93,8 +67,10 @@ def harness(tmp_path_factory):
 @pytest.fixture(scope="module")
 def both(harness) -> tuple[dict, dict]:
     """(hf's output, local-completions' output against `hybridrl serve tiny-arith`)."""
-    hf = harness("hf", f"pretrained={TINY},dtype=float32,device=cpu,batch_size=4")
-    with server("--engine", "hf") as url:
+    # one sequence at a time on both sides (no padding anywhere), so that a near-tie cannot tip one greedy argmax;
+    # one server thread: on a busy CPU torch's default threads made the server 5x slower here
+    hf = harness("hf", f"pretrained={TINY},dtype=float32,device=cpu,batch_size=1")
+    with server("--engine", "hf", "--threads", "1") as url:
         api = harness("local-completions", f"base_url={url}/v1/completions,model={MODEL},tokenizer={TINY},"
                                            f"tokenizer_backend=huggingface,max_length={CONTEXT},num_concurrent=1,"
                                            "max_retries=1")
@@ -112,7 +88,8 @@ def test_generation_task_scores_and_responses_equal_hf(both):
     assert hf["results"][GSM8K]["sample_len"] == GSM8K_ROWS
     # the greedy responses themselves, word for word (the tiny model scores 0 on GSM8K, so the scores alone
     # would also agree if the server answered something else)
-    assert per_doc(hf, GSM8K) == per_doc(api, GSM8K)
+    responses = per_doc(hf, GSM8K)
+    assert responses == per_doc(api, GSM8K) and any(r != [[""]] for r in responses.values())
 
 
 def test_multiple_choice_task_scores_and_log_likelihoods_equal_hf(both):
