@@ -17,7 +17,7 @@ from typing import Optional
 
 from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 
@@ -25,6 +25,7 @@ from hybridrl.serve.protocol import APIError, ChatRequest, CompletionRequest, pa
 from hybridrl.serve.requests import Limits, Plan, chat_plan, completion_plan, early_checks
 from hybridrl.serve.responses import Meta, collect, stream
 from hybridrl.serve.service import GenerationService, internal_error
+from hybridrl.serve.tools import template_messages
 
 log = logging.getLogger("hybridrl.serve")
 
@@ -98,6 +99,11 @@ def build_app(service: GenerationService, settings: AppSettings) -> FastAPI:
             return JSONResponse(internal_error().body(), status_code=503)
         return {"status": "ok"}
 
+    @app.get("/metrics")
+    async def metrics():
+        """Prometheus text: the tool calls returned, and the malformed ones returned as text."""
+        return PlainTextResponse(service.counters.prometheus(), media_type="text/plain; version=0.0.4")
+
     app.include_router(_v1_router(service, settings))
     return app
 
@@ -144,10 +150,13 @@ def _v1_router(service: GenerationService, settings: AppSettings) -> APIRouter:
     @router.post("/chat/completions")
     async def chat(request: Request):
         req = await _parse(request, ChatRequest, settings)
-        messages = [{"role": m.role, "content": m.content} for m in req.messages]
-        prompt = await run_in_threadpool(service.encode_chat, messages)
+        messages = template_messages(req.messages)
+        tools = [t.model_dump(exclude_none=True) for t in req.tools] if req.tools else None
+        prompt = await run_in_threadpool(service.encode_chat, messages, tools)
         plan = chat_plan(req, prompt, limits)
-        return await _respond(service, Meta("chat", settings.model_name, logprobs=plan.logprobs is not None), plan)
+        meta = Meta("chat", settings.model_name, logprobs=plan.logprobs is not None, tools=req.parses_tools,
+                    counters=service.counters)
+        return await _respond(service, meta, plan)
 
     return router
 

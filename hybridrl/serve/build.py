@@ -56,11 +56,11 @@ def build_service(s: ServeSettings) -> tuple[GenerationService, AppSettings, str
     device = "cuda" if torch.cuda.is_available() else "cpu"
     if engine == "vllm":
         from hybridrl.rollout.vllm import VLLMSettings
-        from hybridrl.serve.vllm import VLLMBackend
+        from hybridrl.serve.vllm import SERVE_ENGINE_KWARGS, VLLMBackend
 
         eos = eos_token_ids(_weightless(folder, config), tok)
-        backend = VLLMBackend(VLLMSettings(folder, limits.max_model_len, s.max_num_seqs, dtype=s.dtype, device=device),
-                              eos, s.seed)
+        backend = VLLMBackend(VLLMSettings(folder, limits.max_model_len, s.max_num_seqs, dtype=s.dtype, device=device,
+                                           engine_kwargs=dict(SERVE_ENGINE_KWARGS)), eos, s.seed)
     else:
         from hybridrl.serve.hf import HFBackend
 

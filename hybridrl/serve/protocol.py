@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import Any, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, ValidationError, field_validator
+from pydantic import (BaseModel, ConfigDict, Field, StrictBool, StrictInt, ValidationError, ValidationInfo,
+                      field_validator, model_validator)
 
 from hybridrl.serve.logprobs import MAX_CHAT_TOP, MAX_LEGACY_TOP
 from hybridrl.surrogates import find_lone_surrogate
@@ -119,14 +120,48 @@ class CompletionRequest(BaseRequest):
         return super().unsupported() + [("best_of", (self.best_of or 1) != 1), ("suffix", bool(self.suffix))]
 
 
+class FunctionCall(_Strict):
+    name: str
+    arguments: str  # a JSON object, as a string (OpenAI's form)
+
+
+class ToolCall(_Strict):
+    """A call of an earlier assistant turn, sent back in the history."""
+
+    id: str
+    type: Literal["function"] = "function"
+    function: FunctionCall
+
+
 class Message(_Strict):
-    role: Literal["system", "user", "assistant"]
-    content: Any  # str or a list of text parts
-    name: Optional[str] = None  # accepted and ignored
+    role: Literal["system", "user", "assistant", "tool"]
+    content: Any  # str or a list of text parts; null (or left out) only on an assistant turn with tool_calls
+    name: Optional[str] = None  # accepted (a tool result's name goes to the template)
+    tool_calls: Optional[list[ToolCall]] = None  # assistant turns only
+    tool_call_id: Optional[str] = None  # tool results only: the call it answers
+
+    @model_validator(mode="before")
+    @classmethod
+    def _calls_only(cls, data: Any) -> Any:
+        """An assistant turn that only called tools may leave `content` out (OpenAI clients do)."""
+        calls_only = isinstance(data, dict) and data.get("role") == "assistant" and data.get("tool_calls")
+        return {**data, "content": None} if calls_only and "content" not in data else data
+
+    @model_validator(mode="after")
+    def _roles(self) -> "Message":
+        if self.content is None and not (self.role == "assistant" and self.tool_calls):
+            raise ValueError("'content' is required (it may be null only on an assistant message with tool_calls)")
+        if self.tool_calls is not None and self.role != "assistant":
+            raise ValueError("only assistant messages carry 'tool_calls'")
+        if (self.role == "tool") != (self.tool_call_id is not None):
+            raise ValueError("a tool message needs 'tool_call_id', and only a tool message has one")
+        return self
 
     @field_validator("content")
     @classmethod
-    def _text(cls, v: Any) -> str:
+    def _text(cls, v: Any, info: ValidationInfo) -> Optional[str]:
+        if v is None and info.data.get("role") == "assistant":  # a turn of tool calls (checked in _roles)
+            return v
         if isinstance(v, str):
             return v
         if isinstance(v, list) and all(isinstance(p, dict) for p in v):
@@ -138,13 +173,28 @@ class Message(_Strict):
         raise ValueError("give a string or a list of {'type': 'text', 'text': ...} parts")
 
 
+class FunctionDef(_Strict):
+    name: str = Field(pattern=r"^[a-zA-Z0-9_-]{1,64}$")  # OpenAI's rule for function names
+    description: Optional[str] = None
+    parameters: Optional[dict] = None  # a JSON schema, passed to the chat template as it is
+    strict: Optional[StrictBool] = None  # accepted; nothing constrains sampling to the schema
+
+
+class ToolDef(_Strict):
+    type: Literal["function"]
+    function: FunctionDef
+
+
+TOOL_CHOICES = ("none", "auto")  # "required" and a named function would need constrained sampling
+
+
 class ChatRequest(BaseRequest):
     messages: list[Message] = Field(min_length=1)
     max_completion_tokens: Optional[StrictInt] = None  # the newer name of max_tokens
     logprobs: Optional[StrictBool] = None
     top_logprobs: Optional[StrictInt] = Field(None, ge=0, le=MAX_CHAT_TOP)  # needs logprobs: true
-    tools: Optional[list] = None
-    tool_choice: Any = None
+    tools: Optional[list[ToolDef]] = None
+    tool_choice: Any = None  # "none" | "auto" (the default with tools); "required" and named ones are refused
     functions: Optional[list] = None
     function_call: Any = None
     parallel_tool_calls: Optional[StrictBool] = None
@@ -153,9 +203,14 @@ class ChatRequest(BaseRequest):
     def unsupported(self) -> list[tuple[str, bool]]:
         fmt = (self.response_format or {}).get("type", "text")
         return super().unsupported() + [
-            ("tools", bool(self.tools)), ("tool_choice", self.tool_choice not in (None, "none")),
             ("functions", bool(self.functions)), ("function_call", self.function_call not in (None, "none")),
-            ("parallel_tool_calls", bool(self.parallel_tool_calls)), ("response_format", fmt != "text")]
+            ("parallel_tool_calls", self.parallel_tool_calls is False),  # the model may always make several calls
+            ("response_format", fmt != "text")]
+
+    @property
+    def parses_tools(self) -> bool:
+        """The model's turn is read for tool calls: tools given and tool_choice not "none"."""
+        return bool(self.tools) and self.tool_choice in (None, "auto")
 
 
 def check_text(body: dict) -> None:
@@ -184,6 +239,22 @@ def parse(model: type[BaseRequest], body: Any) -> BaseRequest:
     if isinstance(req, CompletionRequest) and req.echo and req.stream:
         raise APIError(400, "'echo' is not supported with 'stream': true; send the request without streaming",
                        "echo", "unsupported_parameter")
-    if isinstance(req, ChatRequest) and req.top_logprobs is not None and not req.logprobs:
-        raise APIError(400, "'top_logprobs' needs 'logprobs': true", "top_logprobs", "invalid_value")
+    if isinstance(req, ChatRequest):
+        _check_chat(req)
     return req
+
+
+def _check_chat(req: ChatRequest) -> None:
+    if req.top_logprobs is not None and not req.logprobs:
+        raise APIError(400, "'top_logprobs' needs 'logprobs': true", "top_logprobs", "invalid_value")
+    choice = req.tool_choice
+    if choice is None or choice in TOOL_CHOICES:
+        if choice == "auto" and not req.tools:
+            raise APIError(400, "'tool_choice' is only allowed when 'tools' are given", "tool_choice", "invalid_value")
+        return
+    if choice == "required" or (isinstance(choice, dict) and choice.get("type") == "function"):
+        raise APIError(400, "'tool_choice' 'required' or a named function is not supported by this server: it does "
+                            "not constrain sampling, so it could not guarantee the call; use 'auto' (the model "
+                            "decides) or 'none'", "tool_choice", "unsupported_parameter")
+    raise APIError(400, "Invalid value for 'tool_choice': give 'none', 'auto', 'required' or "
+                        "{'type': 'function', 'function': {'name': ...}}", "tool_choice", "invalid_value")

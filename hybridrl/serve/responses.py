@@ -11,8 +11,10 @@ from typing import AsyncIterator, Optional
 
 from hybridrl.serve.jobs import Delta
 from hybridrl.serve.logprobs import TokenLogprob, chat_logprobs, legacy_logprobs
+from hybridrl.serve.metrics import Counters
 from hybridrl.serve.protocol import APIError
 from hybridrl.serve.service import Pending
+from hybridrl.serve.tools import ToolStream, ToolTurn, split_turn
 
 OBJECTS = {"completion": ("text_completion", "text_completion"), "chat": ("chat.completion", "chat.completion.chunk")}
 ID_PREFIX = {"completion": "cmpl", "chat": "chatcmpl"}
@@ -28,6 +30,8 @@ class Meta:
     n: int = 1  # choices per prompt: choice i answers prompt i // n
     logprobs: bool = False  # choices carry their tokens' log-probs
     echo: Optional[list[str]] = None  # completions with echo: each prompt's text, put before its choices' text
+    tools: bool = False  # chat: the model's turns are read for tool calls (serve/tools.py)
+    counters: Optional[Counters] = None  # the server's, counting the tool calls returned and the malformed ones
     id: str = ""
     created: int = field(default_factory=lambda: int(time.time()))
 
@@ -65,10 +69,23 @@ class Answer:
         self.prompt_logprobs += d.prompt_logprobs or []
 
 
+def count(meta: Meta, turn: ToolTurn) -> None:
+    if meta.counters is not None:
+        meta.counters.add("tool_calls", len(turn.calls))
+        meta.counters.add("malformed_tool_calls", turn.malformed)
+
+
 def choice(meta: Meta, index: int, a: Answer) -> dict:
     if meta.kind == "chat":
-        return {"index": index, "message": {"role": "assistant", "content": a.text},
-                "logprobs": chat_logprobs(a.logprobs) if meta.logprobs else None, "finish_reason": a.finish_reason}
+        message, reason = {"role": "assistant", "content": a.text}, a.finish_reason
+        if meta.tools:
+            turn = split_turn(a.text)
+            count(meta, turn)
+            message["content"] = turn.content
+            if turn.calls:
+                message["tool_calls"], reason = turn.calls, "tool_calls"
+        return {"index": index, "message": message, "logprobs": chat_logprobs(a.logprobs) if meta.logprobs else None,
+                "finish_reason": reason}
     prefix = meta.echo[index // meta.n] if meta.echo is not None else ""
     # echo: the prompt's tokens first, then the completion's, whose offsets start after the prompt's text
     lps = legacy_logprobs(a.prompt_logprobs) if meta.logprobs else None
@@ -100,14 +117,15 @@ async def stream(meta: Meta, pending: Pending, prompt_tokens: int, include_usage
     """The response as server-sent events, ending in `data: [DONE]`. Chat choices open with the
     assistant role; a failure after the stream has started is sent as an error event."""
     tokens, offsets = [0] * len(pending.jobs), [0] * len(pending.jobs)
+    held = [ToolStream() for _ in pending.jobs] if meta.tools else None
     try:
         if meta.kind == "chat":
             for i in range(len(pending.jobs)):
                 yield sse(chunk(meta, i, {"role": "assistant", "content": ""}, None, include_usage))
         async for d in pending.events():
             tokens[d.index] = d.completion_tokens
-            yield sse(chunk(meta, d.index, _piece(meta, d), d.finish_reason, include_usage,
-                            _chunk_logprobs(meta, d, offsets[d.index])))
+            piece, reason = _piece(meta, d) if held is None else _tool_piece(meta, d, held[d.index])
+            yield sse(chunk(meta, d.index, piece, reason, include_usage, _chunk_logprobs(meta, d, offsets[d.index])))
             offsets[d.index] += len(d.text)
         if include_usage:
             yield sse({**meta.head(True), "choices": [], "usage": usage(prompt_tokens, sum(tokens))})
@@ -125,7 +143,21 @@ def _chunk_logprobs(meta: Meta, d: Delta, offset: int) -> Optional[dict]:
     return chat_logprobs(d.logprobs) if meta.kind == "chat" else legacy_logprobs(d.logprobs, offset)
 
 
-def _piece(meta: Meta, d: Delta) -> dict | str:
+def _piece(meta: Meta, d: Delta) -> tuple[dict | str, Optional[str]]:
+    """A chunk's delta (chat) or text (completions), and its finish_reason."""
     if meta.kind == "chat":
-        return {"content": d.text} if d.text else {}
-    return d.text
+        return ({"content": d.text} if d.text else {}), d.finish_reason
+    return d.text, d.finish_reason
+
+
+def _tool_piece(meta: Meta, d: Delta, held: ToolStream) -> tuple[dict, Optional[str]]:
+    """A chat chunk's delta when the turn may hold calls: text outside them; on the last delta, the calls."""
+    content, reason, delta = held.feed(d.text), d.finish_reason, {}
+    if reason is not None:
+        turn = held.finish()
+        count(meta, turn)
+        content += turn.content or ""
+        if turn.calls:
+            delta["tool_calls"] = [{"index": k, **call} for k, call in enumerate(turn.calls)]
+            reason = "tool_calls"
+    return ({"content": content, **delta} if content else delta), reason

@@ -15,6 +15,7 @@ from typing import AsyncIterator
 
 from hybridrl.serve.backend import Backend
 from hybridrl.serve.jobs import Delta, Event, Failure, Inbox, Job, choice_keys, to_int64
+from hybridrl.serve.metrics import Counters
 from hybridrl.serve.protocol import APIError
 from hybridrl.serve.requests import Plan
 from hybridrl.serve.text import TextStream
@@ -62,6 +63,7 @@ class GenerationService:
         self.backend, self.tokenizer = backend, tokenizer
         self.eos = frozenset(eos_token_ids)
         self.rng = random.Random(seed)  # seeds of requests that bring none: a fixed sequence per server seed
+        self.counters = Counters()
         # One fast tokenizer is shared by the handlers' thread pool (encode) and the worker (decode); the Rust
         # side refuses concurrent mutable use ("Already borrowed"), so calls take turns.
         self._tok_lock = threading.Lock()
@@ -95,11 +97,18 @@ class GenerationService:
         with self._tok_lock:
             return self.tokenizer.batch_decode([[i] for i in ids], skip_special_tokens=False)
 
-    def encode_chat(self, messages: list[dict]) -> list[int]:
-        """The chat template with the assistant's generation prompt, then tokens (as the trainer's data)."""
+    def encode_chat(self, messages: list[dict], tools: list[dict] | None = None) -> list[int]:
+        """The chat template with the assistant's generation prompt, then tokens (as the trainer's data); tools go
+        to the template, which must render them (else the model would never see them: a 400)."""
+        template = getattr(self.tokenizer, "chat_template", None)
+        if tools and not (isinstance(template, str) and "tools" in template):
+            raise APIError(400, "This model's chat template does not render tools, so the model would never see "
+                                "them; serve a model whose template supports tools, or send no 'tools'", "tools",
+                           "unsupported_parameter")
         try:
             with self._tok_lock:
-                text = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+                text = self.tokenizer.apply_chat_template(messages, tools=tools or None, add_generation_prompt=True,
+                                                          tokenize=False)
         except Exception as e:  # jinja's TemplateError and friends: the template refused these messages
             raise APIError(400, f"The chat template cannot render these messages: {e}", "messages",
                            "invalid_value") from None

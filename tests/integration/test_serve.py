@@ -90,6 +90,25 @@ def test_completions_chat_and_models_with_the_openai_client(hf_url):
     assert chat.choices[0].finish_reason == "stop" and chat.usage.completion_tokens < 10
 
 
+def test_log_probs_with_the_openai_client(hf_url):
+    """Chat logprobs/top_logprobs and completions echo + logprobs (lm-evaluation-harness's request: token ids,
+    max_tokens 0) parse with the official client; the streamed log-probs are the non-streamed ones."""
+    api = client(hf_url)
+    kw = dict(model=MODEL, messages=CHAT, temperature=1.0, seed=5, max_tokens=6, logprobs=True, top_logprobs=2)
+    chat = api.chat.completions.create(**kw).choices[0]
+    content = chat.logprobs.content
+    assert "".join(e.token for e in content) == chat.message.content
+    assert all(len(e.top_logprobs) == 2 and e.top_logprobs[0].logprob >= e.logprob for e in content)
+    streamed = [e for c in api.chat.completions.create(**kw, stream=True) for ch in c.choices if ch.logprobs
+                for e in ch.logprobs.content]
+    assert [(e.token, e.logprob) for e in streamed] == [(e.token, e.logprob) for e in content]
+    ids = [302, 279, 223, 19, 13, 20]  # "What is 1+2" in tiny-arith's tokens
+    done = api.completions.create(model=MODEL, prompt=[ids], echo=True, logprobs=1, max_tokens=0, temperature=0)
+    lp = done.choices[0].logprobs
+    assert done.choices[0].text == "What is 1+2" and len(lp.token_logprobs) == len(ids)
+    assert lp.token_logprobs[0] is None and all(x < 0 for x in lp.token_logprobs[1:])
+
+
 @pytest.mark.parametrize("temperature", [0.0, 1.0])
 def test_streamed_chat_concatenates_to_the_non_streamed_message(hf_url, temperature):
     api = client(hf_url)

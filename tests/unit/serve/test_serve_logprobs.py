@@ -28,8 +28,8 @@ def test_legacy_shape_by_hand():
     """Two prompt tokens (the first has no log-prob) and one generated token after a 4-character prompt text."""
     prompt = [TokenLogprob("ab", None), TokenLogprob("c", -0.5, (("d", -0.25),))]
     body = legacy_logprobs(prompt)
-    assert body == {"tokens": ["ab", "c"], "token_logprobs": [None, -0.5], "top_logprobs": [None, {"c": -0.5, "d": -0.25}],
-                    "text_offset": [0, 2]}
+    assert body == {"tokens": ["ab", "c"], "token_logprobs": [None, -0.5],
+                    "top_logprobs": [None, {"c": -0.5, "d": -0.25}], "text_offset": [0, 2]}
     assert legacy_logprobs([TokenLogprob("e", -1.0)], offset=4)["text_offset"] == [4]
 
 
