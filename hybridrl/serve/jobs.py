@@ -50,7 +50,7 @@ class Delta:
     text: str
     finish_reason: Optional[str]
     completion_tokens: int  # tokens generated so far for this choice (EOS included)
-    logprobs: list[TokenLogprob] = field(default_factory=list)  # of the tokens since the last delta (EOS excluded)
+    logprobs: list[TokenLogprob] = field(default_factory=list)  # of the new tokens (EOS: with Job.eos_logprob)
     prompt_logprobs: Optional[list[TokenLogprob]] = None  # echo: the prompt's, on the choice's first delta
 
 
@@ -80,6 +80,7 @@ class Job:
     logprobs: Optional[int] = None  # top-k of each generated token's log-probs to return; None: no log-probs
     prompt_logprobs: Optional[int] = None  # echo with logprobs: top-k of the prompt tokens' log-probs; None: none
     spell: Optional[Callable[[list[int]], list[str]]] = None  # token ids -> their texts (needed with log-probs)
+    eos_logprob: bool = False  # with log-probs, a generated EOS gets its entry too (completions)
     id: str = field(default_factory=lambda: f"job-{next(_ids)}")
     tokens: list[int] = field(default_factory=list)  # generated ids, EOS included
     finish_reason: Optional[str] = None
@@ -109,6 +110,8 @@ class Job:
             self.tokens.append(tok)
             if tok in self.eos:
                 self.finish_reason = "stop"
+                if logprobs is not None and self.eos_logprob:
+                    self._pending.append(logprobs[i])
             else:
                 if logprobs is not None:
                     self._pending.append(logprobs[i])

@@ -6,7 +6,7 @@ that cannot be served gets a 400 naming its field instead of failing half-way th
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Optional
 
 from hybridrl.serve.jobs import Sampling
@@ -40,6 +40,7 @@ class Plan:
     include_usage: bool  # streaming: a last chunk with the usage
     logprobs: Optional[int] = None  # top-k of the generated tokens' log-probs; None: no log-probs
     prompt_logprobs: Optional[int] = None  # echo with logprobs: top-k of the prompt's log-probs
+    eos_logprob: bool = False  # a generated EOS gets its log-prob entry too (completions; chat hides it)
 
     @property
     def prompt_tokens(self) -> int:
@@ -97,7 +98,9 @@ def completion_plan(req: CompletionRequest, prompts: list[list[int]], limits: Li
     for ids in prompts:
         check_prompt(ids, max_tokens, "max_tokens", "prompt", limits)
     echoed = req.logprobs if req.echo else None
-    return _plan(req, prompts, max_tokens, req.logprobs, echoed)
+    # OpenAI's legacy completions and vLLM list a generated EOS among the tokens (its text is empty);
+    # lm-evaluation-harness's local-completions counts on it: it drops the last entry as the generated token
+    return replace(_plan(req, prompts, max_tokens, req.logprobs, echoed), eos_logprob=True)
 
 
 def chat_plan(req: ChatRequest, prompt: list[int], limits: Limits) -> Plan:

@@ -131,7 +131,7 @@ class GenerationService:
         for i in range(count):
             pending.jobs.append(Job(i, plan.prompts[i // plan.n], plan.sampling, plan.max_tokens, keys[i],
                                     TextStream(self.decode, plan.stops), self.eos, pending.deliver, plan.logprobs,
-                                    plan.prompt_logprobs, self.spell))
+                                    plan.prompt_logprobs, self.spell, eos_logprob=plan.eos_logprob))
         self.inbox.put(pending.jobs)
         return pending
 
