@@ -39,7 +39,10 @@ TABLE: dict[str, TrlKey] = {
                    f"set {ARR}.actor.kl_loss_coef={{value}} with {ARR}.actor.use_kl_loss=true (the KL term in the "
                    f"loss, as TRL adds it), or {_KL_IN_REWARD}",
                    {"0": f"leave {ARR}.actor.use_kl_loss=false (the default: no KL term, as TRL's beta=0)"}),
-    "kl_coef": TrlKey("KL coefficient (PPOConfig, a penalty in the reward)", f"set {_KL_IN_REWARD}"),
+    # tutorials write kl_coef for GRPO's KL loss too: both places are named
+    "kl_coef": TrlKey("KL coefficient (PPOConfig, a penalty in the reward)",
+                      f"set {_KL_IN_REWARD}; for a KL term in the loss (GRPO's), set {ARR}.actor.kl_loss_coef={{value}} "
+                      f"with {ARR}.actor.use_kl_loss=true"),
     "learning_rate": TrlKey("learning rate", f"set {ARR}.actor.optim.lr={{value}} (the critic's is critic.optim.lr)"),
     "weight_decay": TrlKey("AdamW weight decay",
                            f"set {ARR}.actor.optim.weight_decay={{value}} (the critic's is critic.optim.weight_decay)"),
