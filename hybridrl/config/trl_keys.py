@@ -114,6 +114,12 @@ def answer(dotted: str, value: Any) -> Optional[str]:
     entry = TABLE.get(dotted)
     if entry is None:
         return None
-    shown = value if isinstance(value, str) else normalise(value)  # as typed; 1.0 -> 1, True -> true
-    instead = entry.by_value.get(normalise(value), entry.instead).replace("{value}", shown)
+    shown, instead = fill(entry, value)
     return f"{dotted}={shown}: `{dotted}` is TRL's {entry.meaning}, not a key here; {instead}"
+
+
+def fill(entry: TrlKey, value: Any) -> tuple[str, str]:
+    """(the value as shown, the entry's `instead` for it with {value} filled in); an entry of
+    config/tutorial_keys.py has the same fields."""
+    shown = value if isinstance(value, str) else normalise(value)  # as typed; 1.0 -> 1, True -> true
+    return shown, entry.by_value.get(normalise(value), entry.instead).replace("{value}", shown)

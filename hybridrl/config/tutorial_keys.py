@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from hybridrl.config.verl_keys import normalise
+from hybridrl.config.trl_keys import fill
 
 ARR = "actor_rollout_ref"
 _IN_REWARD = "algorithm.kl_ctrl.kl_coef={value} with algorithm.use_kl_in_reward=true (the KL subtracted from the reward)"
@@ -142,6 +142,13 @@ TABLE: dict[str, Word] = {
                  "needs no weight; critic.optim.lr sets how fast it learns")),
     **_same(("entropy_coeff", "entropy_coef", "ent_coef", "entropy_loss_coef"),
             Word("the entropy bonus coefficient", f"set {ARR}.actor.entropy_coeff={{value}}")),
+    **_same(("lr_scheduler_type", "lr_scheduler", "lr_schedule"),
+            Word("the learning-rate schedule", f"set {ARR}.actor.optim.warmup_style={{value}} (constant or cosine, "
+                                              "after the warm-up; critic.optim.warmup_style for the critic)",
+                 {"linear": f"there is no linear decay here: set {ARR}.actor.optim.warmup_style=constant or cosine "
+                            "(after the warm-up)",
+                  "constant_with_warmup": f"set {ARR}.actor.optim.warmup_style=constant with "
+                                          f"{ARR}.actor.optim.lr_warmup_steps"})),
     # advantages
     **_same(("gamma", "discount"), Word("the discount of token rewards",
                                         "set algorithm.gamma={value} (read by gae and reinforce_plus_plus)")),
@@ -208,7 +215,6 @@ def answer(dotted: str, value: Any) -> Optional[str]:
     entry = TABLE.get(dotted)
     if entry is None:
         return None
-    shown = value if isinstance(value, str) else normalise(value)  # as typed; 1.0 -> 1, True -> true
-    instead = entry.by_value.get(normalise(value), entry.instead).replace("{value}", shown)
+    shown, instead = fill(entry, value)  # type: ignore[arg-type]  # a Word has TrlKey's fields
     lead = "to do what it means, " if instead.startswith("set ") else ""
     return f"{dotted}={shown}: verl has no `{dotted}` ({entry.meaning}); {lead}{instead}"
