@@ -159,7 +159,8 @@ TABLE: dict[str, Word] = {
             Word("dividing GRPO's advantages by the group's std",
                  "set algorithm.norm_adv_by_std_in_grpo={value} (false: Dr.GRPO)")),
     # KL
-    **_same(("kl_penalty", "kl_penalty_coef", "init_kl_coef", "kl_weight"),
+    "init_kl_coef": Word("the KL coefficient, an adaptive controller's starting value", _KL_COEF),
+    **_same(("kl_penalty", "kl_penalty_coef", "kl_weight"),
             Word("a tutorial's \"KL penalty\": its coefficient, or by a name its estimator", _KL_COEF,
                  _ESTIMATORS)),
     **_same(("kl_target", "target_kl"), Word("the KL per token an adaptive controller steers towards",
