@@ -9,7 +9,7 @@ from hybridrl.check.registry import check
 from hybridrl.check.result import Result, failed, passed
 from hybridrl.config.inert_keys import DROPPED, NOTE, InertKey, inert_keys
 from hybridrl.config.levers import zero_advantage_note
-from hybridrl.config.validate import config_warnings
+from hybridrl.config.validate import key_warnings
 from hybridrl.config.verl_defaults import given_keys, unset_keys_with_other_defaults
 
 
@@ -53,7 +53,7 @@ def _dropped_fix(dropped: list[InertKey]) -> str:
 
 def _detail_lines(ctx: CheckContext, inert: list[InertKey]) -> list[str]:
     """train's warnings, then the keys with no effect, then the accepted no-ops (notes)."""
-    lines = [f"warning: {w}" for w in config_warnings(ctx.cfg)]
+    lines = [f"warning: {w}" for w in key_warnings(ctx.cfg)]  # the inert keys are listed below, by level
     lines += [f"unused: {k.line()}" for k in inert if k.level != NOTE]
     lines += [f"note: {k.line()}" for k in inert if k.level == NOTE]
     note = zero_advantage_note(ctx.cfg) if ctx.plan is not None else None

@@ -3,8 +3,8 @@
 Order: dataclass defaults < YAML file < `key=value` overrides (Hydra's `+key=value` and
 `++key=value` too). Every key is checked against the dataclass tree first: a verl key the
 schema lacks gets its own answer from config/verl_keys.py (accepted, or refused saying why), as do
-Hydra's `defaults:` and `hydra:` (config/hydra_keys.py) and TRL's names (config/trl_keys.py: `beta`
-is the KL coefficient); any other unknown key is an error naming the valid keys it plausibly stands
+Hydra's `defaults:` and `hydra:` (config/hydra_keys.py), TRL's names (config/trl_keys.py: `beta`
+is the KL coefficient) and tutorials' words (config/tutorial_keys.py: `actor_lr`); any other unknown key is an error naming the valid keys it plausibly stands
 for (config/suggest.py), or saying that none does; every value is
 type-checked by OmegaConf, re-worded as one line naming the key and the expected type; `${...}`
 references are resolved, a broken one named with its key; and every value is checked against the
@@ -31,6 +31,7 @@ from hybridrl.config.hydra_keys import judge as judge_hydra_key
 from hybridrl.config.schema import RLConfig
 from hybridrl.config.suggest import did_you_mean, suggestions
 from hybridrl.config.trl_keys import answer as trl_answer
+from hybridrl.config.tutorial_keys import answer as tutorial_answer
 from hybridrl.config.verl_keys import judge as judge_verl_key
 from hybridrl.errors import ConfigError, raise_all
 
@@ -291,8 +292,8 @@ def _leaves(cfg: DictConfig, prefix: str = "", free: set[str] = frozenset()) -> 
 
 def _unknown_key_problem(cls: type, dotted: str, value: Any, keys: dict[str, dataclasses.Field]) -> str | None:
     """Why a key the schema lacks is refused, or None when it is a verl (or Hydra) key accepted with
-    this value. The tables of names from elsewhere come before the "did you mean", whose spelling
-    likeness would point the wrong way for them (TRL's `beta` looks like critic.optim.betas)."""
+    this value. The tables of names from elsewhere (verl's, TRL's, tutorials') come before the "did you mean",
+    whose spelling likeness would point the wrong way for them (TRL's `beta` looks like critic.optim.betas)."""
     group = next((k for k in keys if k.startswith(dotted + ".")), None)
     if group is not None:
         return f"{dotted!r} is a group of keys, not a value; set e.g. {group}=..."
@@ -301,8 +302,8 @@ def _unknown_key_problem(cls: type, dotted: str, value: Any, keys: dict[str, dat
         verdict = judge_verl_key(dotted, value)
     if verdict is not None:
         return None if verdict.accepted else verdict.message
-    trl = trl_answer(dotted, value) if cls is RLConfig else None
-    return trl or f"unknown key {dotted!r}; {did_you_mean(dotted, list(keys))}"
+    known = (trl_answer(dotted, value) or tutorial_answer(dotted, value)) if cls is RLConfig else None
+    return known or f"unknown key {dotted!r}; {did_you_mean(dotted, list(keys))}"
 
 
 def _type_error_message(cls: type, e: OmegaConfBaseException) -> str:

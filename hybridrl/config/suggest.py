@@ -4,7 +4,12 @@ A suggestion is worse than none when it names a key that means something else: `
 bound of the KL coefficient, not the coefficient, however alike the two spellings look. So a key is
 only proposed when, besides looking alike, it keeps every word of the typed leaf (typos allowed) and
 adds no bound qualifier (_max, _min, _low, _high ...) that the typed leaf lacks; and it is taken from
-the typed key's own section, never from an unrelated one (a critic key for an actor key).
+the typed key's own section, never from an unrelated one. Nor does it cross roles: a key typed under (or
+under a misspelling of) a role's name is answered only with that role's keys or shared ones (data,
+algorithm, trainer ...): `actor.model.path` is the policy's model, never the reward model's, and
+`ref.optim.lr` gets nothing, since the frozen reference has no optimizer and the actor's lr is another
+model's. A key that names no role (`model.path`) is answered with every role's key that fits, so that
+none is picked for the user.
 """
 
 from __future__ import annotations
@@ -15,7 +20,22 @@ import difflib
 # clip_ratio_max is not clip_ratio_c, however alike the spellings are.
 QUALIFIERS = frozenset({"max", "min", "low", "high", "lower", "upper"})
 WORD_LIKENESS = 0.75  # "sise" ~ "size", "hihg" ~ "high": one typo in a short word
-MAX_TIED = 3  # a bare leaf several sections hold (lr, seed, temperature): name each, up to this many
+MAX_TIED = 5  # a bare leaf several sections hold (lr, seed, path): name each, up to this many (one per role)
+# The roles a section configures (none: shared settings). actor_rollout_ref.model is the policy's model, which
+# the reference starts from; the rollout engine generates with the policy's weights; the top-level `rollout`
+# section is the rollout pool of asynchronous training.
+SECTION_ROLES: dict[str, frozenset[str]] = {
+    "actor_rollout_ref.actor": frozenset({"policy"}), "actor_rollout_ref.rollout": frozenset({"policy"}),
+    "rollout": frozenset({"policy"}), "actor_rollout_ref.model": frozenset({"policy", "reference"}),
+    "actor_rollout_ref.ref": frozenset({"reference"}), "critic": frozenset({"critic"}),
+    "reward_model": frozenset({"reward"}), "custom_reward_function": frozenset({"reward"}),
+    "distillation": frozenset({"teacher"}),
+}
+# the words that name a role in a typed key's groups (`rm.model.path`, `reference.lr`)
+ROLE_WORDS = {"actor": "policy", "rollout": "policy", "policy": "policy", "ref": "reference", "reference": "reference",
+              "critic": "critic", "value": "critic", "reward_model": "reward", "reward": "reward", "rm": "reward",
+              "custom_reward_function": "reward", "distillation": "teacher", "teacher": "teacher"}
+ROLE_LIKENESS = 0.8  # "critc" is the critic, "acter" the actor
 NO_MATCH = "no similar key exists (--help lists every key)"
 
 
@@ -35,13 +55,17 @@ def suggestions(dotted: str, keys: list[str]) -> list[str]:
     actor.log_prob_micro_batch_size_per_gpu is rollout's); a key under a section that does not exist
     is matched by its leaf, in the group whose name is closest (actor.use_kl_loss ->
     actor_rollout_ref.actor.use_kl_loss), every section holding that leaf when nothing tells them
-    apart (lr -> the actor's and the critic's)."""
-    leaf = _leaf(dotted)
-    plausible = [k for k in keys if same_quantity(leaf, _leaf(k))]
+    apart (lr -> the actor's and the critic's). Only keys of the role the typed key names, if any (typed_role)."""
+    leaf, role = _leaf(dotted), typed_role(dotted)
+    plausible = [k for k in keys if same_quantity(leaf, _leaf(k)) and (role is None or _serves(k, role))]
     sections = sorted({_section(k) for k in keys})
     known = difflib.get_close_matches(_section(dotted), sections, n=1, cutoff=0.8)
     if known:
-        return _in_section(dotted, known[0], plausible)
+        close = _in_section(dotted, known[0], plausible)
+        if close or role is None:
+            return close
+        # a role's name as a section that lacks the leaf (`rollout.n`: the top-level rollout section is the async
+        # pool's): the role's keys, matched by the leaf
     return _by_leaf(dotted, plausible)
 
 
@@ -51,6 +75,22 @@ def same_quantity(typed_leaf: str, key_leaf: str) -> bool:
     typed, key = typed_leaf.split("_"), key_leaf.split("_")
     added = [w for w in key if w in QUALIFIERS]
     return _all_found(typed, key) and _all_found(added, typed)
+
+
+def typed_role(dotted: str) -> str | None:
+    """The role the typed key's groups name (the outermost that does), or None: `actor_rollout_ref.ref.x` is the
+    reference's, `critc.lr` the critic's, `model.path` and `lr` nobody's."""
+    for group in dotted.split(".")[:-1]:
+        close = difflib.get_close_matches(group, list(ROLE_WORDS), n=1, cutoff=ROLE_LIKENESS)
+        if close:
+            return ROLE_WORDS[close[0]]
+    return None
+
+
+def _serves(key: str, role: str) -> bool:
+    """Whether a valid key configures `role`, or no role (a shared setting)."""
+    roles = SECTION_ROLES.get(_section(key), frozenset())
+    return not roles or role in roles
 
 
 def _all_found(words: list[str], among: list[str]) -> bool:

@@ -39,7 +39,10 @@ TABLE: dict[str, TrlKey] = {
                    f"set {ARR}.actor.kl_loss_coef={{value}} with {ARR}.actor.use_kl_loss=true (the KL term in the "
                    f"loss, as TRL adds it), or {_KL_IN_REWARD}",
                    {"0": f"leave {ARR}.actor.use_kl_loss=false (the default: no KL term, as TRL's beta=0)"}),
-    "kl_coef": TrlKey("KL coefficient (PPOConfig, a penalty in the reward)", f"set {_KL_IN_REWARD}"),
+    # tutorials write kl_coef for GRPO's KL loss too: both places are named
+    "kl_coef": TrlKey("KL coefficient (PPOConfig, a penalty in the reward)",
+                      f"set {_KL_IN_REWARD}; for a KL term in the loss (GRPO's), set {ARR}.actor.kl_loss_coef={{value}} "
+                      f"with {ARR}.actor.use_kl_loss=true"),
     "learning_rate": TrlKey("learning rate", f"set {ARR}.actor.optim.lr={{value}} (the critic's is critic.optim.lr)"),
     "weight_decay": TrlKey("AdamW weight decay",
                            f"set {ARR}.actor.optim.weight_decay={{value}} (the critic's is critic.optim.weight_decay)"),
@@ -111,6 +114,12 @@ def answer(dotted: str, value: Any) -> Optional[str]:
     entry = TABLE.get(dotted)
     if entry is None:
         return None
-    shown = value if isinstance(value, str) else normalise(value)  # as typed; 1.0 -> 1, True -> true
-    instead = entry.by_value.get(normalise(value), entry.instead).replace("{value}", shown)
+    shown, instead = fill(entry, value)
     return f"{dotted}={shown}: `{dotted}` is TRL's {entry.meaning}, not a key here; {instead}"
+
+
+def fill(entry: TrlKey, value: Any) -> tuple[str, str]:
+    """(the value as shown, the entry's `instead` for it with {value} filled in); an entry of
+    config/tutorial_keys.py has the same fields."""
+    shown = value if isinstance(value, str) else normalise(value)  # as typed; 1.0 -> 1, True -> true
+    return shown, entry.by_value.get(normalise(value), entry.instead).replace("{value}", shown)

@@ -1,7 +1,8 @@
 """The checks that tie several keys together (and the registry names), run once right after parsing.
 
 A single key's range or choices is declared beside it in the schema and checked when the config is
-loaded (config/constraints.py). Here every independent check runs and its problems are collected, so
+loaded (config/constraints.py); a key naming a registry's plug-in is checked here, always
+(config/choice_keys.py). Here every independent check runs and its problems are collected, so
 a command gets all of them at once (errors.ConfigErrors); a check that needs an earlier one to have
 passed (the critic's batch plan needs a known advantage estimator) is skipped when that one failed.
 """
@@ -14,12 +15,10 @@ from typing import Any, Callable, Mapping, Optional
 
 from hybridrl.algos.advantages import ADV_ESTIMATORS
 from hybridrl.algos.distill import NO_TEACHER_GRADIENT, UNBIASED_AS_REWARD
-from hybridrl.algos.kl import KL_ESTIMATORS
-from hybridrl.algos.policy_losses import POLICY_LOSSES
-from hybridrl.algos.reduce import LOSS_AGG_MODES
-from hybridrl.algos.rollout_correction import ROLLOUT_IS, ROLLOUT_RS
 from hybridrl.config.async_checks import check_async
+from hybridrl.config.choice_keys import check_choice_keys
 from hybridrl.config.derive import derive_micro_batches
+from hybridrl.config.inert_keys import InertKey, inert_keys
 from hybridrl.config.levers import check_levers, resolve_backend
 from hybridrl.config.plan import BatchPlan
 from hybridrl.config.roles import (  # noqa: F401
@@ -33,6 +32,11 @@ from hybridrl.config.roles import (  # noqa: F401
 from hybridrl.config.schema import CriticModelConfig, ModelConfig, RLConfig
 from hybridrl.errors import ConfigError, messages_of, raise_all
 from hybridrl.trainer.tracking import check_loggers
+
+
+# the attribute holding the inert keys of a config as it was given (config_warnings): validation fills in derived
+# micro-batch sizes and the backend, which the user did not set
+GIVEN_INERT = "given_inert_keys"
 
 
 def check_choice(key: str, value: str, choices: tuple[str, ...] | list[str]) -> None:
@@ -155,17 +159,16 @@ def _mentions(message: str, keys: set[str]) -> bool:
 def check_rl_config(cfg: RLConfig, problems: Problems) -> Optional[BatchPlan]:
     """Run every cross-key check, recording problems; the batch plan when the batch sizes are valid."""
     check = problems.check
-    alg, actor = cfg.algorithm, cfg.actor_rollout_ref.actor
+    alg = cfg.algorithm
+    if not hasattr(cfg, GIVEN_INERT):  # the keys as the user set them, before anything is filled in below
+        setattr(cfg, GIVEN_INERT, tuple(inert_keys(cfg)))
     resolve_backend(cfg)  # auto -> local | ray, before anything reads it
-    for fn in (_check_custom_reward_file, _check_reward, _check_checkpointing, _check_multi_turn, _check_sampling, _check_kl_in_reward, _check_dapo,
+    for fn in (_check_custom_reward_file, _check_reward, _check_checkpointing, _check_multi_turn, _check_sampling, _check_dapo,
                _check_vllm, _check_distillation, check_async):
         check(fn, cfg)
     check(check_loggers, cfg.trainer.logger)
-    check(LOSS_AGG_MODES.entry, actor.loss_agg_mode)
-    check(POLICY_LOSSES.entry, actor.policy_loss.loss_mode)
-    if actor.use_kl_loss:
-        check(KL_ESTIMATORS.entry, actor.kl_loss_type)
-    if not check(ADV_ESTIMATORS.entry, alg.adv_estimator):
+    check(check_choice_keys, cfg)  # every registry name, whether or not its switch is on
+    if alg.adv_estimator not in ADV_ESTIMATORS:
         return None  # which roles exist (critic, reference) and so everything below depends on it
     batches_ok = check(_check_estimator, cfg)
     for fn in (_check_backend, _check_lora_sections):
@@ -199,7 +202,6 @@ def _check_estimator(cfg: RLConfig) -> None:
     problems.check(actor_plan, cfg)
     if needs_critic(cfg):
         problems.check(critic_batch_plan, cfg)
-        problems.check(LOSS_AGG_MODES.entry, cfg.critic.loss_agg_mode, "critic.loss_agg_mode")
     elif tr.critic_warmup:
         problems.errors.append(
             f"trainer.critic_warmup={tr.critic_warmup} needs a critic, but algorithm.adv_estimator={alg.adv_estimator} "
@@ -311,11 +313,7 @@ def _check_adapter_path(m, changed: list[str]) -> None:
 
 
 def _check_vllm(cfg: RLConfig) -> None:
-    rollout, rc = cfg.actor_rollout_ref.rollout, cfg.algorithm.rollout_correction
-    if rc.rollout_is is not None:
-        ROLLOUT_IS.entry(rc.rollout_is)
-    if rc.rollout_rs is not None:
-        ROLLOUT_RS.entry(rc.rollout_rs)
+    rollout = cfg.actor_rollout_ref.rollout
     _check_rollout_tp(cfg)
     if rollout.name != "vllm":
         return
@@ -376,13 +374,6 @@ def _check_own_pool(section: str, switch: str, on: bool, what: str, backend: str
                           f"{section}.n_gpus_per_node=1 {section}.nnodes=1")
 
 
-def _check_kl_in_reward(cfg: RLConfig) -> None:
-    alg = cfg.algorithm
-    if not alg.use_kl_in_reward:
-        return
-    KL_ESTIMATORS.entry(alg.kl_penalty, "algorithm.kl_penalty")
-
-
 def _check_distillation(cfg: RLConfig) -> None:
     """distillation.*: a teacher when enabled, none when not, an estimator whose gradient reads the teacher, and
     something left to train."""
@@ -397,10 +388,6 @@ def _check_distillation(cfg: RLConfig) -> None:
     if path is None:
         problems.append("distillation.enabled=true needs a teacher: set distillation.teacher_model.model_path to a "
                         "HuggingFace folder whose tokenizer is the policy's")
-    try:
-        KL_ESTIMATORS.entry(dl.loss_mode, "distillation.distillation_loss.loss_mode")
-    except ConfigError as e:
-        problems.extend(messages_of(e))
     if dl.loss_mode in NO_TEACHER_GRADIENT and not dl.use_policy_gradient:
         problems.append(f"distillation.distillation_loss.loss_mode={dl.loss_mode}: as a loss, k1's gradient "
                         "(∇ log π) does not depend on the teacher, so nothing is distilled; use k1+ (value of k1, "
@@ -428,7 +415,19 @@ def _check_dapo(cfg: RLConfig) -> None:
 
 
 def config_warnings(cfg: RLConfig) -> list[str]:
-    """Legal but probably unintended settings, logged at start-up."""
+    """Legal but probably unintended settings, logged at start-up, one line each: the combinations of keys
+    (key_warnings), then every key set away from its default that this config never reads, and why
+    (config/inert_keys.py; judged on the config as given, before validation derived values into it)."""
+    inert = getattr(cfg, GIVEN_INERT, None)
+    return key_warnings(cfg) + [_inert_line(k) for k in (inert_keys(cfg) if inert is None else inert)]
+
+
+def _inert_line(k: InertKey) -> str:
+    return k.line() + (f"; set {k.fix} for it to count, or remove it" if k.fix else "")
+
+
+def key_warnings(cfg: RLConfig) -> list[str]:
+    """The combinations of keys that are legal but probably unintended."""
     out = []
     dl = cfg.distillation.distillation_loss
     if cfg.distillation.enabled and dl.use_policy_gradient and dl.loss_mode not in UNBIASED_AS_REWARD:

@@ -9,6 +9,7 @@ import pytest
 from hybridrl.config.loader import load_config, load_config_checked, valid_keys
 from hybridrl.config.schema import RLConfig
 from hybridrl.config.suggest import same_quantity, suggestions
+from hybridrl.config.tutorial_keys import answer as tutorial_answer
 from hybridrl.errors import ConfigError
 
 KEYS = list(valid_keys(RLConfig))
@@ -24,19 +25,26 @@ BOUNDS = ["algorithm.kl_ctrl.kl_coef_max", "algorithm.kl_ctrl.kl_coef_min", "alg
 
 @pytest.mark.parametrize("typed", BOUNDS)
 def test_a_bound_is_not_answered_with_the_quantity_it_bounds(typed):
-    with pytest.raises(ConfigError, match=f"^command line: unknown key {re.escape(repr(typed))}; {re.escape(NONE)}$"):
+    assert suggestions(typed, KEYS) == []
+    # the KL coefficient's bounds are a tutorial's words, answered by config/tutorial_keys.py: no cap in verl
+    expected = tutorial_answer(typed, 0.1) or f"unknown key {typed!r}; {NONE}"
+    with pytest.raises(ConfigError, match=f"^command line: {re.escape(expected)}$"):
         load_config(RLConfig, None, [f"{typed}=0.1"])
 
 
 @pytest.mark.parametrize("text", ["algorithm:\n  kl_ctrl:\n    kl_coef_max: 0.1\n",
                                   "kl_controller:\n  kl_coef_max: 0.1\n",
                                   "algorithm:\n  kl_controller:\n    kl_coef_max: 0.1\n"])
-def test_a_bound_in_yaml_is_not_answered_with_kl_coef(tmp_path, text):
+def test_a_bound_in_yaml_is_answered_with_no_cap(tmp_path, text):
     path = tmp_path / "f.yaml"
     path.write_text(text)
     with pytest.raises(ConfigError) as e:
         load_config(RLConfig, str(path))
-    assert str(e.value).startswith(f"--config {path}: unknown key ") and str(e.value).endswith(NONE)
+    assert str(e.value).startswith(f"--config {path}: ") and "kl_ctrl.kl_coef=" not in str(e.value)
+    assert str(e.value).endswith("there is no equivalent: verl's adaptive controller has no cap (each update "
+                                 "multiplies the coefficient by at most 1 +- 0.2 * responses / "
+                                 "algorithm.kl_ctrl.horizon); remove the key, and raise algorithm.kl_ctrl.horizon to "
+                                 "let it move more slowly")
 
 
 def test_the_suggested_key_of_a_bound_is_not_withheld_from_the_cross_key_checks():

@@ -70,8 +70,10 @@ def test_unknown_loss_agg_mode():
         validate("actor_rollout_ref.actor.loss_agg_mode=token-max")
 
 
-def test_unknown_kl_loss_type_ignored_without_kl_loss():
-    validate("actor_rollout_ref.actor.kl_loss_type=bogus")  # use_kl_loss=false: not checked
+def test_unknown_kl_loss_type_rejected_without_kl_loss_too():
+    # a misspelt name must not wait for the run that turns the KL loss on (config/choice_keys.py)
+    with pytest.raises(ConfigError, match=r"^actor_rollout_ref\.actor\.kl_loss_type='bogus' is not a known "):
+        validate("actor_rollout_ref.actor.kl_loss_type=bogus")
 
 
 def test_unknown_kl_loss_type_rejected_with_kl_loss():
