@@ -193,7 +193,7 @@ def _rejection(m: Measured, cfg):
     """(rejected share, a line) of the response tokens the configured rollout_rs band leaves out on this batch;
     None when rollout_rs is off."""
     from hybridrl.algos.rollout_correction import rollout_rs_keep
-    from hybridrl.trainer.build import rejection_band
+    from hybridrl.trainer.settings import rejection_band
 
     band = rejection_band(cfg)
     if band is None:

@@ -251,7 +251,7 @@ RULES: tuple[Rule, ...] = (
     Rule((f"{ROLLOUT}.multi_turn.",), _when(lambda c: not c.actor_rollout_ref.rollout.multi_turn.enable,
                                             f"{ROLLOUT}.multi_turn.enable=false")),
     Rule((f"{RC}.rollout_rs_threshold", f"{RC}.rollout_rs_threshold_lower"),
-         _when(lambda c: c.algorithm.rollout_correction.rollout_rs is None,  # trainer/build.py rejection_band
+         _when(lambda c: c.algorithm.rollout_correction.rollout_rs is None,  # trainer/settings.py rejection_band
                f"{RC}.rollout_rs is off")),
     Rule((f"{RC}.rollout_is_threshold",),  # policy.py (rollout_is) and the rs band's default
          _when(lambda c: c.algorithm.rollout_correction.rollout_is is None and (

@@ -361,7 +361,7 @@ def _policy_parts(cfg: RLConfig, plan: BatchPlan) -> tuple[dict[str, int], tuple
     phases = generation_phases(cfg, d, world, _gathered("policy", d, shards))
     resident.update(_vllm_engine(cfg, d))
     rows = -(-plan.responses_per_step // world)
-    alg = cfg.algorithm  # trainer/rl.py recomputes π_old only then:
+    alg = cfg.algorithm  # a synchronous run recomputes π_old only then (trainer/old_policy.py):
     if not plan.on_policy or alg.use_kl_in_reward or alg.rollout_correction.rollout_rs is not None:
         batching = log_prob_batching(cfg)
         parts = forward_parts(f, d, micro_rows(batching, rows, s), arr.rollout.n, s - t, t)

@@ -410,6 +410,10 @@ class PolicyGroup:
     def load_pretrained(self, folder: str) -> None:  # every rank reads the folder (a shared filesystem)
         self.pool.call_all("policy", "load_pretrained", lambda a: a.policy_load, folder)
 
+    def close(self) -> None:
+        """Nothing of its own to end: the worker processes and their engines belong to RayRoles, whose close()
+        ends them all (RLRun.close); a policy's close is part of its role (workers/roles.PolicyRole)."""
+
 
 class ReferenceGroup:
     def __init__(self, pool: WorkerPool, balance: bool = False):

@@ -71,15 +71,17 @@ class AsyncRollouts:
         self.queue: deque[InFlight] = deque()
         self.version, self.next_step, self.pushes = -1, 1, []
         self.behaviour: Optional[str] = None  # the last batch taken: None on-policy, "rollout" | "prox" (π_old)
+        self.lag = 0  # ... its lag: the trainer's version at its update minus the batch's (its oldest token's)
 
     @classmethod
-    def of_run(cls, cfg, run, pool) -> Optional["AsyncRollouts"]:
-        """The run's source when cfg has a rollout pool (config/schema_async.py), else None."""
+    def of_config(cls, cfg, inputs, n: int, total_steps: int, pool) -> Optional["AsyncRollouts"]:
+        """The queue when cfg has a rollout pool (config/schema_async.py), else None; `inputs`: the run's
+        trainer/collect.RolloutInputs."""
         if not async_enabled(cfg):
             return None
         a = cfg.async_training
-        return cls(pool, run.policy, run.train_data, run.sampler, run.pad_id, run.loop.n, run.sampling,
-                   run.total_steps, a.trigger_parameter_sync_step, batches_per_sync(a), a.compute_prox_log_prob)
+        return cls(pool, inputs.policy, inputs.train_data, inputs.sampler, inputs.pad_id, n, inputs.sampling,
+                   total_steps, a.trigger_parameter_sync_step, batches_per_sync(a), a.compute_prox_log_prob)
 
     def start(self, first_step: int) -> None:
         """The trainer's current weights (version first_step - 1) to the pool, and the first batches submitted.
@@ -102,7 +104,7 @@ class AsyncRollouts:
             tokens = token_staleness(rollout.token_versions, rollout.response_mask, item.step - 1)
             lag = int(tokens["async/staleness_max"])
             m.update(tokens)
-        self.behaviour = None if lag == 0 else ("prox" if self.prox else "rollout")
+        self.lag, self.behaviour = lag, None if lag == 0 else ("prox" if self.prox else "rollout")
         m.update({"async/wait_s": time.perf_counter() - start, "async/staleness_mean": float(lag),
                   "async/staleness_max": float(lag), "async/version": float(self.version),
                   "async/in_flight": float(len(self.queue))})
@@ -112,6 +114,10 @@ class AsyncRollouts:
         """Every trigger_parameter_sync_step steps, the new weights to the pool while batches remain to submit."""
         if step % self.sync_every == 0 and self.next_step <= self.total:
             self._push(step)
+
+    def close(self) -> None:
+        """Drop the generations in flight (their results are never taken); the pool's processes are RayRoles'."""
+        self.queue.clear()
 
     def _push(self, version: int) -> None:
         self.pushes += self.pool.push_weights(self.policy.engine_weights(), version)

@@ -10,8 +10,6 @@ from omegaconf import OmegaConf
 
 from hybridrl.algos.advantages import AdvantageParams
 from hybridrl.algos.kl_ctrl import KLController
-from hybridrl.algos.rollout_correction import RejectionBand
-from hybridrl.config.levers import skips_zero_advantage
 from hybridrl.config.memory_fixes import check_memory
 from hybridrl.config.plan import BatchPlan, total_training_steps
 from hybridrl.config.schema import RLConfig
@@ -35,7 +33,6 @@ from hybridrl.paths import check_output_file, check_output_folder
 from hybridrl.rewards.manager import OverlongBuffer, RewardManager, RewardSettings
 from hybridrl.rewards.pool import FunctionRef, ScoringPool
 from hybridrl.rollout.base import SamplingParams
-from hybridrl.trainer.async_rollout import AsyncRollouts
 from hybridrl.trainer.checkpoint import (
     ResumePoint,
     check_output_dir,
@@ -43,46 +40,14 @@ from hybridrl.trainer.checkpoint import (
     config_changes,
     find_resume_point,
 )
-from hybridrl.trainer.collect import GroupFilter
+from hybridrl.trainer.collect import RolloutInputs
 from hybridrl.trainer.resumable import check_resumable
 from hybridrl.trainer.runlock import RunLock
+from hybridrl.trainer.settings import LoopSettings, loop_settings
+from hybridrl.trainer.sources import RolloutSource, rollout_source
 from hybridrl.trainer.tracking import Tracker
 from hybridrl.workers.build import build_critic, build_policy, build_reference, build_reward_model, build_teacher
-from hybridrl.workers.critic import Critic
-from hybridrl.workers.policy import Policy
-from hybridrl.workers.reference import Reference
-
-
-@dataclass(frozen=True)
-class LoopSettings:
-    """The driver loop's scalar settings."""
-
-    adv_estimator: str
-    n: int  # responses per prompt
-    val_n: int  # samples per validation prompt
-    test_freq: int
-    val_before_train: bool
-    max_response_length: int
-    critic_warmup: int  # the first N steps update only the critic
-    kl_penalty: str  # KL estimator of the in-reward penalty
-    group_filter: Optional[GroupFilter]  # DAPO dynamic sampling, None when off
-    log_val_generations: int = 0  # validation generations sent to the loggers
-    rollout_data_dir: Optional[str] = None  # every training generation as <dir>/<step>.jsonl
-    validation_data_dir: Optional[str] = None  # ... every validation generation
-    share_prompts: bool = False  # model.share_prompt_prefix: each group's prompt runs once (for perf/mfu/actor)
-    skip_zero_advantage: bool = False  # actor.skip_zero_advantage where exact: π_old only of rows with a gradient
-    rollout_rs: Optional[RejectionBand] = None  # rollout_correction.rollout_rs: mask what π_old/π_rollout rejects
-    dump_token_details: bool = False  # rollout_data_dir rows get per-token log-probs (hybridrl view)
-    distill: Optional["DistillSettings"] = None  # on-policy distillation (distillation.enabled), None when off
-    profile_timeline: Optional[str] = None  # the phase timeline's JSON file (hybridrl/timeline.py), None when off
-
-
-@dataclass(frozen=True)
-class DistillSettings:
-    """The driver's part of distillation.*: the actor adds the loss (workers/policy.py)."""
-
-    estimator: str  # distillation_loss.loss_mode: the KL estimator of the distill/teacher_kl_* metrics
-    use_task_rewards: bool  # false: the reward's advantages are set to 0 (pure distillation)
+from hybridrl.workers.roles import CriticRole, PolicyRole, ReferenceRole, TeacherRole, WorkerProcesses
 
 
 @dataclass(frozen=True)
@@ -123,10 +88,10 @@ class RLRun:
     train_data: RLDataset
     val_data: Optional[RLDataset]
     sampler: PromptSampler
-    policy: Policy  # or, with backend=ray, a PolicyGroup with the same methods
-    reference: Optional[Reference]  # only when a KL term needs it (or a ReferenceGroup)
-    teacher: Optional[Reference]  # only with distillation.enabled: the frozen teacher (or a TeacherGroup)
-    critic: Optional[Critic]  # only for estimators that need values, gae (or a CriticGroup)
+    policy: PolicyRole  # workers/policy.Policy, or with backend=ray a distributed/group.PolicyGroup
+    reference: Optional[ReferenceRole]  # only when a KL term needs it (a Reference or a ReferenceGroup)
+    teacher: Optional[TeacherRole]  # only with distillation.enabled: the frozen teacher (a Reference or a TeacherGroup)
+    critic: Optional[CriticRole]  # only for estimators that need values, gae (a Critic or a CriticGroup)
     kl_ctrl: Optional[KLController]  # only with algorithm.use_kl_in_reward
     reward: RewardManager
     tracker: Tracker
@@ -138,9 +103,19 @@ class RLRun:
     resume: Optional[ResumePoint]  # the checkpoint to continue from, None for a fresh start
     checkpointing: Checkpointing
     model_shape: ModelShape  # the policy's, for perf/mfu/actor
-    workers: Optional[object] = None  # backend=ray: the worker processes (RayRoles), shut down by the trainer
-    lock: Optional[RunLock] = None  # the run folder's lock (build_run takes it), released by the trainer
-    rollouts: Optional[AsyncRollouts] = None  # asynchronous training: batches from the rollout pool (else generated)
+    source: RolloutSource  # where each step's batch comes from: generated now, or the async rollout pool's
+    workers: Optional[WorkerProcesses] = None  # backend=ray: the worker processes (RayRoles), ended by close()
+    lock: Optional[RunLock] = None  # the run folder's lock (build_run takes it), released by close()
+
+    def close(self) -> None:
+        """End everything the run started: the source, the scoring processes, the loggers, the worker processes
+        (or the local policy's engine processes: vllm), and last the folder's lock, once nothing writes to it."""
+        self.source.close()
+        self.reward.close()
+        self.tracker.close()
+        (self.workers or self.policy).close()  # RayRoles ends every role's process; a local policy its engine
+        if self.lock is not None:
+            self.lock.release()
 
 
 def _roles(cfg: RLConfig, plan: BatchPlan, total: int, tokenizer, log) -> tuple:
@@ -235,54 +210,41 @@ def _build_run(cfg: RLConfig, plan: BatchPlan, resume: Optional[ResumePoint], lo
         opened.append(reward)
         os.makedirs(run_dir, exist_ok=True)
         OmegaConf.save(OmegaConf.structured(cfg), os.path.join(run_dir, "config.yaml"))
-        run = _assemble(cfg, plan, total, tokenizer, train_data, val_data, resume, policy, reference, critic,
-                        teacher, workers, reward)
-        run.rollouts = AsyncRollouts.of_run(cfg, run, getattr(workers, "rollout", None))
-        return run
+        return _assemble(cfg, plan, total, tokenizer, train_data, val_data, resume, policy, reference, critic,
+                         teacher, workers, reward)
     except BaseException:
         for thing in reversed(opened):
             thing.close()
         raise
 
 
-def rejection_band(cfg: RLConfig) -> Optional[RejectionBand]:
-    """verl's defaults: the upper end is rollout_is_threshold unless set, the lower end its reciprocal."""
-    rc = cfg.algorithm.rollout_correction
-    if rc.rollout_rs is None:
-        return None
-    upper = rc.rollout_is_threshold if rc.rollout_rs_threshold is None else rc.rollout_rs_threshold
-    return RejectionBand(rc.rollout_rs, upper, 1.0 / upper if rc.rollout_rs_threshold_lower is None
-                         else rc.rollout_rs_threshold_lower)
-
-
 def _assemble(cfg: RLConfig, plan: BatchPlan, total: int, tokenizer, train_data: RLDataset,
-              val_data: Optional[RLDataset], resume: Optional[ResumePoint], policy, reference, critic, teacher,
+              val_data: Optional[RLDataset], resume: Optional[ResumePoint], policy: PolicyRole,
+              reference: Optional[ReferenceRole], critic: Optional[CriticRole], teacher: Optional[TeacherRole],
               workers, reward: RewardManager) -> RLRun:
     d, arr, alg, tr = cfg.data, cfg.actor_rollout_ref, cfg.algorithm, cfg.trainer
-    rollout, kc, fg, run_dir = arr.rollout, alg.kl_ctrl, alg.filter_groups, tr.default_local_dir
-    dl = cfg.distillation.distillation_loss
+    rollout, kc, run_dir = arr.rollout, alg.kl_ctrl, tr.default_local_dir
     prompts_per_round = d.gen_batch_size or d.train_batch_size
     vk = rollout.val_kwargs
+    loop = loop_settings(cfg)
+    sampler = PromptSampler(len(train_data), prompts_per_round, d.seed, d.shuffle)
+    sampling = SamplingParams(d.max_response_length, rollout.temperature, rollout.top_p, rollout.top_k,
+                              rollout.do_sample, rollout.ignore_eos)
+    inputs = RolloutInputs(train_data, sampler, tokenizer.pad_token_id, policy, sampling, reward)
     return RLRun(
-        loop=LoopSettings(alg.adv_estimator, rollout.n, vk.n, tr.test_freq, tr.val_before_train, d.max_response_length,
-                          tr.critic_warmup, alg.kl_penalty,
-                          GroupFilter(fg.metric, fg.max_num_gen_batches) if fg.enable else None,
-                          tr.log_val_generations, tr.rollout_data_dir, tr.validation_data_dir,
-                          arr.model.share_prompt_prefix, skips_zero_advantage(cfg), rejection_band(cfg),
-                          tr.dump_token_details,
-                          DistillSettings(dl.loss_mode, dl.use_task_rewards) if cfg.distillation.enabled else None,
-                          tr.profile_timeline),
-        plan=plan, total_steps=total, pad_id=tokenizer.pad_token_id, train_data=train_data, val_data=val_data,
-        sampler=PromptSampler(len(train_data), prompts_per_round, d.seed, d.shuffle),
+        loop=loop, plan=plan, total_steps=total, pad_id=tokenizer.pad_token_id, train_data=train_data,
+        val_data=val_data, sampler=sampler,
         policy=policy, reference=reference, critic=critic, teacher=teacher, workers=workers, model_shape=policy.model_shape(),
         kl_ctrl=KLController(kc.kl_coef, kc.type, kc.target_kl, kc.horizon) if alg.use_kl_in_reward else None,
         reward=reward,
         tracker=Tracker(tr.logger, run_dir, resume_step=resume.step if resume else None, project=tr.project_name,
                         experiment=tr.experiment_name, config=OmegaConf.to_container(OmegaConf.structured(cfg))),
-        sampling=SamplingParams(d.max_response_length, rollout.temperature, rollout.top_p, rollout.top_k, rollout.do_sample,
-                                rollout.ignore_eos),
+        sampling=sampling,
         val_sampling=SamplingParams(d.max_response_length, vk.temperature, vk.top_p, vk.top_k, vk.do_sample),
         adv_params=AdvantageParams(norm_adv_by_std_in_grpo=alg.norm_adv_by_std_in_grpo, gamma=alg.gamma, lam=alg.lam),
         run_dir=run_dir, tokenizer=tokenizer, resume=resume,
         checkpointing=Checkpointing(tr.save_freq, tr.max_actor_ckpt_to_keep, tr.max_critic_ckpt_to_keep),
+        # the rollout pool's queue only reads the run's parts: building it starts nothing
+        source=rollout_source(cfg, inputs, loop.n, plan.prompts_per_step, loop.group_filter, total,
+                              getattr(workers, "rollout", None)),
     )

@@ -3,28 +3,20 @@
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import time
 from dataclasses import dataclass
 from typing import Optional
 
-from torch import Tensor
-
 from hybridrl import progress, timeline
-from hybridrl.algos.advantages import ADV_ESTIMATORS, AdvantageInputs, AdvantageOutput
-from hybridrl.algos.distill import teacher_metrics, without_task_advantages
-from hybridrl.algos.kl_ctrl import apply_kl_penalty
-from hybridrl.algos.rollout_correction import rejection_metrics, rollout_rs_keep
+from hybridrl.algos.advantages import ADV_ESTIMATORS
 from hybridrl.algos.zero_advantage import rows_with_signal
-from hybridrl.batch import TrainBatch, select
 from hybridrl.interrupt import StoppedEarly, failing_after, graceful
-from hybridrl.rewards.manager import on_last_token
 from hybridrl.timeline import TimelineWriter
-from hybridrl.trainer.build import DistillSettings, RLRun
+from hybridrl.trainer import phases
+from hybridrl.trainer.build import RLRun
 from hybridrl.trainer.callbacks import Callbacks
 from hybridrl.trainer.checkpoint import prune, restore, save_checkpoint
-from hybridrl.trainer.collect import collect_rollout, greedy_baseline
 from hybridrl.trainer.generations import add_token_details, dump_rows, generation_rows
 from hybridrl.trainer.learning_signal import ZeroSignalWatch
 from hybridrl.trainer.metrics import (
@@ -35,8 +27,9 @@ from hybridrl.trainer.metrics import (
     timed,
     timing_per_token_metrics,
 )
+from hybridrl.trainer.old_policy import OldPolicy, old_policy
+from hybridrl.trainer.phases import FrozenPasses
 from hybridrl.trainer.validate import mean_val_score, validate
-from hybridrl.workers.critic import CriticBatch
 
 
 @dataclass
@@ -63,41 +56,6 @@ class RunSummary:
         return f"done: {self.steps} steps (at step {self.last_step}), {acc}, wall {self.wall_s:.0f}s (cpu {self.cpu_s:.0f}s)"
 
 
-def old_log_probs_with_signal(policy, seqs, signal: Tensor, rollout_log_probs: Tensor) -> Tensor:
-    """[N, T] π_old of the rows the update computes (`signal`, bool [N]: a non-zero advantage somewhere); the
-    rows it leaves out (algos/zero_advantage.py) never reach the loss and keep the engine's log-probs, finite
-    placeholders."""
-    rows = signal.nonzero()[:, 0]
-    if len(rows) == len(signal):
-        return policy.log_probs(seqs)
-    out = rollout_log_probs.clone()
-    if len(rows):
-        out[rows] = policy.log_probs(select(seqs, rows))
-    return out
-
-
-def distill_advantages(d: DistillSettings, adv: AdvantageOutput, student_lp: Tensor, teacher_lp: Tensor, mask: Tensor,
-                       m: dict[str, float]) -> AdvantageOutput:
-    """On-policy distillation's driver side: the distill/* metrics of the student's samples (student_lp: π_old, or
-    the engine's log-probs when π_old is not recomputed), and with use_task_rewards=false the reward's advantages
-    set to 0, so the actor's distillation loss trains alone (the critic, if any, still fits the returns)."""
-    m.update(teacher_metrics(student_lp, teacher_lp, mask, d.estimator))
-    return adv if d.use_task_rewards else dataclasses.replace(adv, advantages=without_task_advantages(adv.advantages))
-
-
-@dataclass
-class FrozenPasses:
-    """[N, T] outputs of the passes before the update; None where the run has no such pass."""
-
-    old: Optional[Tensor] = None  # log π_old (None: on-policy, the update's first forward is π_old)
-    ref: Optional[Tensor] = None  # log π_ref
-    teacher: Optional[Tensor] = None  # log π_teacher (distillation)
-    values: Optional[Tensor] = None  # V(s_t)
-    baselines: Optional[Tensor] = None  # [N] remax's greedy rewards
-    dumped: Optional[Tensor] = None  # trainer.dump_token_details: the trainer's log-probs written with the samples
-    entropy: Optional[Tensor] = None  # ... and its per-token entropy, from the same forward
-
-
 class RLTrainer:
     def __init__(self, run: RLRun, log=progress.write, callbacks: Optional[Callbacks] = None):
         self.r, self.log = run, log
@@ -105,6 +63,7 @@ class RLTrainer:
         self.estimator = ADV_ESTIMATORS.entry(run.loop.adv_estimator)
         self.signal = ZeroSignalWatch.of_run(run, self.estimator)
         self.timeline: Optional[TimelineWriter] = None
+        self.dump = run.loop.dump_token_details and bool(run.loop.rollout_data_dir)  # the dump's per-token detail
 
     def fit(self) -> RunSummary:
         self.timeline = self.open_timeline()
@@ -113,14 +72,7 @@ class RLTrainer:
                 return self._fit(shown)
         finally:  # the scoring processes, loggers and worker processes, also when a step raises
             self.close_timeline()  # first: the workers' last spans are taken from them
-            self.r.reward.close()
-            self.r.tracker.close()
-            if self.r.workers is not None:
-                self.r.workers.close()
-            else:
-                self.r.policy.close()  # the rollout engine's own processes (vllm)
-            if self.r.lock is not None:
-                self.r.lock.release()  # last: the folder is free once nothing writes to it
+            self.r.close()
 
     def _fit(self, shown: progress.Reporter) -> RunSummary:
         r, wall, cpu = self.r, time.perf_counter(), time.process_time()
@@ -134,8 +86,7 @@ class RLTrainer:
             restore(r, p)
             self.log(f"resumed from step {p.step} (epoch {p.epoch}, sample {p.sample}) of {p.path}")
             first = p.step + 1
-        if r.rollouts is not None:  # async: the rollout pool starts from the trainer's weights, generating ahead
-            r.rollouts.start(first)
+        r.source.start(first)  # async: the rollout pool starts from the trainer's weights, generating ahead
         before = {}
         if r.loop.val_before_train and r.resume is None:  # a resumed run validated before its first step already
             with timeline.span("testing", step=0):
@@ -201,84 +152,34 @@ class RLTrainer:
         timeline.disable()
 
     def train_step(self, step: int) -> dict[str, float]:
+        """One step, a call per phase (DESIGN.md's driver loop): its metrics."""
         r, s, m = self.r, self.r.loop, {}
         with timed(m, "step"):
-            # generate n responses per prompt and score them (DAPO: until enough groups are informative)
-            rollout, reward = collect_rollout(r, s.n, r.plan.prompts_per_step, s.group_filter, m)
-            seqs, mask = rollout.sequences(), rollout.response_mask
-            # async, a batch of older weights: π_old is the rollout's log-probs, or ("prox") recomputed here
-            behaviour = r.rollouts.behaviour if r.rollouts is not None else None
-            needs_old = behaviour != "rollout" and (not r.plan.on_policy or r.kl_ctrl is not None
-                                                     or s.rollout_rs is not None or behaviour == "prox")
-            # π_old, frozen before any update; left until the advantages are known when only the rows with a
-            # gradient need it (the in-reward KL and the rejection band, which sets the normaliser, need every row's)
-            later = needs_old and s.skip_zero_advantage and r.kl_ctrl is None and s.rollout_rs is None
-            dump = s.dump_token_details and bool(s.rollout_data_dir)  # the dump's per-token detail
-            f = self.frozen_passes(rollout, seqs, needs_old and not later, dump, m)
-            if behaviour == "rollout":
-                f.old = rollout.rollout_log_probs
-            token_rewards = on_last_token(reward.rewards, mask)
-            if r.kl_ctrl is not None:  # r_t - beta * KL_t (RLHF's KL-shaped reward)
-                token_rewards, kl = apply_kl_penalty(token_rewards, f.old, f.ref, mask, s.kl_penalty, r.kl_ctrl.value)
-                m.update({"actor/reward_kl_penalty": kl, "actor/reward_kl_penalty_coeff": r.kl_ctrl.value})
-                r.kl_ctrl.update(kl, n_steps=len(mask))
-            with timed(m, "adv"):  # pure function from the registry
-                adv = self.estimator.fn(AdvantageInputs(token_rewards, mask, rollout.uid, f.values, f.baselines),
-                                        r.adv_params)
-            if s.distill is not None:
-                adv = distill_advantages(s.distill, adv, rollout.rollout_log_probs if f.old is None else f.old,
-                                         f.teacher, mask, m)
+            # n responses per prompt, scored (DAPO: until enough groups are informative; async: the pool's batch)
+            batch = r.source.next_batch(step, m)
+            rollout, seqs, mask = batch.rollout, batch.rollout.sequences(), batch.rollout.response_mask
+            # how π_old is obtained: none, the rollout's, recomputed now or for the rows with a gradient later
+            old = old_policy(batch.behaviour, r.plan.on_policy, r.kl_ctrl is not None, s.rollout_rs is not None,
+                             s.skip_zero_advantage)
+            # the forwards of the models the update does not change: π_old, reference, teacher, values, baseline
+            f = phases.frozen_passes(r, self.estimator, rollout, seqs, old, self.dump, m)
+            token_rewards = phases.token_rewards(r, batch.reward.rewards, f, mask, m)  # with the in-reward KL
+            adv = phases.advantages(r, self.estimator, rollout, token_rewards, f, m)  # pure, from the registry
             # the rows the update computes (None: all of them)
             with_signal = rows_with_signal(adv.advantages, mask) if s.skip_zero_advantage else None
-            if later:
+            if old is OldPolicy.RECOMPUTE_WITH_SIGNAL:
                 with timed(m, "old_log_prob"):
-                    f.old = old_log_probs_with_signal(r.policy, seqs, with_signal, rollout.rollout_log_probs)
-            if s.rollout_rs is not None:  # rejected tokens leave the loss and its normaliser, as padding would
-                keep = rollout_rs_keep(f.old, rollout.rollout_log_probs, mask, s.rollout_rs)
-                m.update(rejection_metrics(mask, keep))
-                seqs = dataclasses.replace(seqs, response_mask=keep)
-            if dump and f.entropy is None:  # π_old as the trainer computes it, before the update (one forward)
-                with timed(m, "token_details"):
-                    f.dumped, f.entropy = r.policy.log_probs_and_entropy(seqs)
-            elif dump:
-                f.dumped = f.old
-            if r.critic is not None:
-                with timed(m, "update_critic"):
-                    m.update(r.critic.update(CriticBatch(seqs, f.values, adv.returns)))
-            if step > s.critic_warmup:  # mini-batches x micro-batches x epochs, grad clip
-                with timed(m, "update_actor"):
-                    m.update(r.policy.update(TrainBatch(seqs, adv.advantages, rollout.rollout_log_probs, f.old, f.ref,
-                                                        f.teacher)))
-            if r.rollouts is not None:  # async: every trigger_parameter_sync_step steps, the weights to the pool
-                with timed(m, "sync_rollout_weights"):
-                    r.rollouts.after_update(step)
-        m.update(data_metrics(rollout, reward, token_rewards, adv, f.values, s.max_response_length))
-        self.record(step, m, rollout, reward, adv, with_signal, f)
+                    f.old = phases.old_log_probs_with_signal(r.policy, seqs, with_signal, rollout.rollout_log_probs)
+            seqs = phases.rejected(r, seqs, f, rollout, m)  # rollout_rs: rejected tokens leave the loss
+            if self.dump:
+                phases.token_details(r, seqs, f, m)
+            phases.update(r, step, seqs, rollout, adv, f, m)  # critic, then actor
+            r.source.after_update(step, m)  # async: the new weights to the rollout pool
+        m.update(data_metrics(rollout, batch.reward, token_rewards, adv, f.values, s.max_response_length))
+        self.record(step, m, rollout, batch.reward, adv, with_signal, f)
         return m
 
-    def frozen_passes(self, rollout, seqs, old: bool, dump: bool, m: dict[str, float]) -> "FrozenPasses":
-        """The forwards of models that do not change this step (π_old when `old`, the reference, the teacher, the
-        critic's values, remax's greedy baseline), each only when the run uses it; with `dump` the π_old forward
-        also gives the per-token entropy the dump writes."""
-        r, f = self.r, FrozenPasses()
-        if old:
-            with timed(m, "old_log_prob"):
-                f.old, f.entropy = r.policy.log_probs_and_entropy(seqs) if dump else (r.policy.log_probs(seqs), None)
-        if r.reference is not None:  # only when a KL term is used
-            with timed(m, "ref"):
-                f.ref = r.reference.log_probs(seqs)
-        if r.teacher is not None:  # on-policy distillation: the frozen teacher scores the student's tokens
-            with timed(m, "teacher"):
-                f.teacher = r.teacher.log_probs(seqs)
-        if r.critic is not None:  # gae: V(s_t) of the policy that sampled the batch
-            with timed(m, "values"):
-                f.values = r.critic.values(seqs)
-        if self.estimator.meta.get("needs_greedy_baseline"):  # remax: one greedy response per prompt
-            with timed(m, "gen_max"):
-                f.baselines = greedy_baseline(r.policy, r.reward, rollout, r.loop.n, r.sampling)
-        return f
-
-    def record(self, step: int, m: dict[str, float], rollout, reward, adv, with_signal, f: "FrozenPasses") -> None:
+    def record(self, step: int, m: dict[str, float], rollout, reward, adv, with_signal, f: FrozenPasses) -> None:
         """Throughput, MFU and memory metrics into `m`; with trainer.rollout_data_dir, the step's generations."""
         r, s, mask = self.r, self.r.loop, rollout.response_mask
         m.update(throughput_metrics(rollout, m["timing_s/step"], r.plan.world_size))

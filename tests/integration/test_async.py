@@ -137,15 +137,15 @@ def test_a_dead_or_hung_rollout_worker_stops_the_run_naming_it(arith_data, tmp_p
         pool = run.workers.pools["rollout"]
         pool.timeout_s = 5  # the driver's deadline only (set after the workers' start, which may take longer)
         pids.append(ray.get(pool.actors[0].pid.remote()))
-        push = run.rollouts.after_update
+        push = run.source.rollouts.after_update
 
         def push_then_fail(step):
             push(step)
             if step == 1:
                 when.append(time.monotonic())
                 os.kill(pids[0], signal.SIGKILL if fault == "die" else signal.SIGSTOP)
-        run.rollouts.after_update = push_then_fail
-        take = run.rollouts.take
+        run.source.rollouts.after_update = push_then_fail
+        take = run.source.rollouts.take
 
         def timed_take(*args):
             try:
@@ -153,7 +153,7 @@ def test_a_dead_or_hung_rollout_worker_stops_the_run_naming_it(arith_data, tmp_p
             except WorkerError:
                 when.append(time.monotonic())  # when the driver stopped (shutting the workers down comes after)
                 raise
-        run.rollouts.take = timed_take
+        run.source.rollouts.take = timed_take
 
     call = r"^rollout\.(generate|load_weights)"
     message = (call + r": the worker of rank 0 of 1 of the rollout pool died" if fault == "die"

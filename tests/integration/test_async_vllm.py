@@ -37,7 +37,7 @@ class Engines:
 
     def __call__(self, run) -> None:
         ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the test module is not on the workers' path
-        actors = {"trainer": run.policy.pool.actors[0], "rollout": run.rollouts.pool.pool.actors[0]}
+        actors = {"trainer": run.policy.pool.actors[0], "rollout": run.source.rollouts.pool.pool.actors[0]}
         self.found = {name: ray.get(a.__ray_call__.remote(_engine_of)) for name, a in actors.items()}
         self.processes = {name: engine_processes(pid) for name, (pid, _) in self.found.items()}
         self.cores = {name: settled_cores(pid) for name, (pid, _) in self.found.items()}

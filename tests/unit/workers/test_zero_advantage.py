@@ -14,7 +14,7 @@ from hybridrl.batch import Sequences, TrainBatch, select
 from hybridrl.models.forward import Layout
 from hybridrl.models.loading import load_causal_lm
 from hybridrl.trainer.optim import build_optimizer
-from hybridrl.trainer.rl import old_log_probs_with_signal
+from hybridrl.trainer.phases import old_log_probs_with_signal
 from hybridrl.workers.policy import Policy
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
