@@ -1,0 +1,74 @@
+"""The agent recorder: prefix match appends only the new suffix (mask 0), generated ids and log-probs kept as
+sampled (mask 1), an assistant turn sent back as OpenAI JSON matched to the raw text the model wrote, and a
+non-append-only template starts a new segment."""
+
+from __future__ import annotations
+
+import pytest
+
+from hybridrl.models.tiny import build_tokenizer
+from hybridrl.rollout.agent.recorder import Recorder
+
+DROP_THINK = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n"
+              "{% if m['role'] == 'assistant' and not loop.last %}{{ m['content'].split('</think>')[-1] }}"
+              "{% else %}{{ m['content'] }}{% endif %}<|im_end|>\n{% endfor %}"
+              "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+
+
+@pytest.fixture(scope="module")
+def tok():
+    return build_tokenizer()
+
+
+def render(tok, messages):
+    return tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+
+
+def ids(tok, text):
+    return tok(text, add_special_tokens=False)["input_ids"]
+
+
+def test_two_turns_append_only_suffix_with_mask_zero(tok):
+    rec = Recorder(tok)
+    user = [{"role": "user", "content": "What is 2+3?"}]
+    first = rec.prompt(render(tok, user))
+    assert first == ids(tok, render(tok, user))
+    gen = ids(tok, "<tool_call>{\"name\": \"calc\", \"arguments\": {\"e\": \"2+3\"}}</tool_call>") + [tok.eos_token_id]
+    lps = [-0.5 - i / 100 for i in range(len(gen))]
+    raw = tok.decode(gen[:-1])
+    returned = {"role": "assistant", "content": None,
+                "tool_calls": [{"id": "c1", "type": "function",
+                                "function": {"name": "calc", "arguments": "{\"e\": \"2+3\"}"}}]}
+    rec.record(gen, lps, returned, raw)
+    # the agent sends its turn back as OpenAI JSON (spacing differs from what the model wrote) and a tool result
+    history = rec.raw_history(user + [dict(returned), {"role": "tool", "content": "5", "tool_call_id": "c1"}])
+    assert history[1] == {"role": "assistant", "content": raw}
+    second = rec.prompt(render(tok, history))
+    seg = rec.sample()
+    suffix = ids(tok, "\n<|im_start|>tool\n5<|im_end|>\n<|im_start|>assistant\n")
+    assert second == first + gen + suffix  # the generated ids exactly as sampled, never re-tokenized
+    assert seg.mask == [1] * len(gen) + [0] * len(suffix)
+    assert seg.log_probs == lps + [0.0] * len(suffix)
+    assert rec.dropped_segments == 0
+
+
+def test_edited_history_is_not_matched_to_the_raw_turn(tok):
+    rec = Recorder(tok)
+    rec.prompt(render(tok, [{"role": "user", "content": "hi"}]))
+    rec.record(ids(tok, "ab") + [tok.eos_token_id], [-1.0] * 3, {"role": "assistant", "content": "ab"}, "ab")
+    edited = rec.raw_history([{"role": "user", "content": "hi"}, {"role": "assistant", "content": "zz"}])
+    assert edited[1]["content"] == "zz"
+
+
+def test_a_template_that_drops_earlier_thinking_starts_a_new_segment(tok):
+    rec = Recorder(tok)
+    user = [{"role": "user", "content": "hi"}]
+    rec.prompt(tok.apply_chat_template(user, chat_template=DROP_THINK, add_generation_prompt=True, tokenize=False))
+    gen = ids(tok, "<think>x</think>ab") + [tok.eos_token_id]
+    rec.record(gen, [-1.0] * len(gen), {"role": "assistant", "content": "<think>x</think>ab"}, "<think>x</think>ab")
+    history = rec.raw_history(user + [{"role": "assistant", "content": "<think>x</think>ab"},
+                                      {"role": "user", "content": "more"}])
+    text = tok.apply_chat_template(history, chat_template=DROP_THINK, add_generation_prompt=True, tokenize=False)
+    second = rec.prompt(text)
+    assert "<think>" not in text  # the template rewrote the earlier turn: the recorded context no longer matches
+    assert second == ids(tok, text) and rec.sample().tokens == [] and rec.dropped_segments == 1
