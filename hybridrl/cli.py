@@ -8,7 +8,6 @@ lists every key with its default and meaning. A user error prints one line, exit
 from __future__ import annotations
 
 import argparse
-import functools
 import sys
 
 from hybridrl import progress
@@ -24,16 +23,10 @@ from hybridrl.interrupt import (
 
 
 def _keys_help(cls) -> str:
-    from hybridrl.config.constraints import constraint_help
-    from hybridrl.config.loader import field_type, type_name, valid_keys
+    from hybridrl.config.reference import keys_help  # the docs' config reference renders the same rows
     from hybridrl.config.schema import RLConfig
 
-    lines = ["config keys (override with key=value):"]
-    defaults = cls()  # an instance, so a section's own defaults win (critic.optim.lr is not actor's lr)
-    for key, f in valid_keys(cls).items():
-        default = functools.reduce(getattr, key.split("."), defaults)
-        kind = f"{type_name(field_type(cls, key))}{constraint_help(f)}"  # e.g. "a number; > 0"
-        lines.append(f"  {key} = {default!r}\n      {f.metadata.get('help', '')} ({kind})")
+    lines = [keys_help(cls)]
     if cls is RLConfig:
         lines.append("verl keys without a field here (e.g. actor_rollout_ref.rollout.mode, *.megatron.*) are accepted "
                      "where their value trains as hybridrl trains, and otherwise refused saying why and what to use "
