@@ -106,7 +106,7 @@ def render_markdown() -> str:
                             "why and what to use instead (`hybridrl/config/verl_key_table.py`).")
     lines += _section_table(SFTConfig, "`hybridrl sft`", "Supervised fine-tuning (loss on response tokens only).")
     lines += _section_table(RMConfig, "`hybridrl rm`", "Reward-model training on preference pairs "
-                                                       "([reward models](../capabilities/reward_models.md)).")
+                                                       "([reward models](../reward_model.md)).")
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
