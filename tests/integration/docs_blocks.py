@@ -158,5 +158,20 @@ def match_output(expected: list[str], actual: list[str]) -> bool:
     return pos <= end
 
 
+def json_values(code: str) -> list:
+    """The JSON values of a block, one after another (JSONL, or objects spread over lines); ValueError if any
+    text is not JSON."""
+    import json
+
+    decoder, values, pos = json.JSONDecoder(), [], 0
+    while True:
+        while pos < len(code) and code[pos].isspace():
+            pos += 1
+        if pos == len(code):
+            return values
+        value, pos = decoder.raw_decode(code, pos)
+        values.append(value)
+
+
 def _words(lines: list[str]) -> str:
     return " ".join(" ".join(lines).split())

@@ -14,8 +14,8 @@ import pytest
 
 from hybridrl.data.arithmetic import write_dataset
 
-from tests.integration.docs_blocks import (EXECUTED, Block, blocks, console_steps, match_output, problem,
-                                           train_overrides)
+from tests.integration.docs_blocks import (EXECUTED, Block, blocks, console_steps, json_values, match_output,
+                                           problem, train_overrides)
 
 REPO = Path(__file__).resolve().parents[2]
 PAGES = [REPO / "README.md"] + sorted((REPO / "docs").rglob("*.md"))
@@ -37,6 +37,21 @@ def _not_run(page: Path) -> list[Block]:
 def test_every_block_is_executed_or_marked_with_a_reason():
     problems = [p for page in PAGES for b in blocks(page) if (p := problem(b))]
     assert not problems, "\n".join(problems)
+
+
+def test_json_and_yaml_blocks_parse():
+    import yaml
+
+    bad = []
+    for block in (b for page in PAGES for b in blocks(page) if b.lang in ("json", "yaml")):
+        try:
+            if block.lang == "yaml":
+                yaml.safe_load(block.code)
+            else:
+                json_values(block.code)
+        except (ValueError, yaml.YAMLError) as e:
+            bad.append(f"{block.where}: {e}")
+    assert not bad, "\n".join(bad)
 
 
 @pytest.mark.parametrize("page", [p for p in PAGES if _not_run(p)], ids=_rel)
