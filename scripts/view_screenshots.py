@@ -2,10 +2,11 @@
 fixed window size: the curves of a run, a prompt's n responses with tokens coloured by entropy, one validation
 prompt at its first and last validation, and a multi-turn tool run's turns.
 
-    PYTHONPATH=. python scripts/view_screenshots.py RUN TOOL_RUN [--out docs]
+    PYTHONPATH=. python scripts/view_screenshots.py RUN [TOOL_RUN] [--out docs]
 
 RUN needs trainer.rollout_data_dir, trainer.validation_data_dir and trainer.dump_token_details=true;
-TOOL_RUN a multi-turn run (examples/tool_calc) with rollout dumps. Needs chromium, chromedriver, selenium.
+TOOL_RUN (optional: without it, view_tool_turns.png is not made) a multi-turn run (examples/tool_calc) with
+rollout dumps. Needs chromium, chromedriver, selenium.
 """
 
 from __future__ import annotations
@@ -26,9 +27,12 @@ from selenium.webdriver.support.ui import Select, WebDriverWait
 SIZE = (1400, 950)
 
 
-def serve(runs: list[str]) -> tuple[subprocess.Popen, str]:
-    proc = subprocess.Popen([sys.executable, "-m", "hybridrl", "view", *runs, "--port", "0"], stderr=subprocess.PIPE,
-                            text=True)
+def serve(runs: list[str], root: str | None = None) -> tuple[subprocess.Popen, str]:
+    """`hybridrl view RUNS` on a free port, and its address; the hybridrl of `root` if given (else the importable
+    one)."""
+    env = dict(os.environ, PYTHONPATH=root) if root else None
+    proc = subprocess.Popen([sys.executable, "-m", "hybridrl", "view", *map(os.path.abspath, runs), "--port", "0"],
+                            stderr=subprocess.PIPE, text=True, cwd=root, env=env)
     deadline = time.time() + 60
     while time.time() < deadline:
         if m := re.search(r"on (http://127\.0\.0\.1:\d+/)", proc.stderr.readline()):
@@ -37,10 +41,10 @@ def serve(runs: list[str]) -> tuple[subprocess.Popen, str]:
     raise SystemExit("hybridrl view printed no address within 60 s")
 
 
-def browser() -> webdriver.Chrome:
+def browser(size: tuple[int, int] = SIZE) -> webdriver.Chrome:
     options = webdriver.ChromeOptions()
     options.binary_location = shutil.which("chromium") or shutil.which("chromium-browser")
-    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", f"--window-size={SIZE[0]},{SIZE[1]}",
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", f"--window-size={size[0]},{size[1]}",
                 "--hide-scrollbars"):
         options.add_argument(arg)
     return webdriver.Chrome(service=webdriver.ChromeService(executable_path=shutil.which("chromedriver")), options=options)
@@ -83,16 +87,17 @@ def most_calls(rows: list[dict], n: int) -> int:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("run")
-    ap.add_argument("tool_run")
+    ap.add_argument("tool_run", nargs="?", help="a multi-turn run (view_tool_turns.png is made only with one)")
     ap.add_argument("--out", default="docs")
     args = ap.parse_args()
-    proc, url = serve([args.run, args.tool_run])
+    proc, url = serve([args.run, args.tool_run] if args.tool_run else [args.run])
     d = browser()
     try:
         d.get(url)
-        wait(d, "document.querySelector('.plot[data-metric=\"critic/score/mean\"]')?.data?.length === 2")
-        d.find_element(By.ID, "run-1").click()  # the curves of the main run alone
-        wait(d, "document.querySelector('.plot[data-metric=\"critic/score/mean\"]').data.length === 1")
+        if args.tool_run:
+            wait(d, "document.querySelector('.plot[data-metric=\"critic/score/mean\"]')?.data?.length === 2")
+            d.find_element(By.ID, "run-1").click()  # the curves of the main run alone
+        wait(d, "document.querySelector('.plot[data-metric=\"critic/score/mean\"]')?.data?.length === 1")
         d.execute_script("const e = document.getElementById('ema'); e.value = '0.6'; e.dispatchEvent(new Event('input'))")
         d.find_element(By.ID, "metric-filter").send_keys("mean")  # an overview: every section's means
         wait(d, "document.querySelector('.plot[data-metric=\"val-core/arithmetic/reward/mean@1\"]')?.data?.length")
@@ -109,6 +114,9 @@ def main() -> None:
         d.save_screenshot(os.path.join(args.out, "view_generations.png"))
 
         Select(d.find_element(By.ID, "gen-kind")).select_by_visible_text("validation")
+        # (the rollout step list and rows stay until the validation ones arrive: wait for its first step)
+        first_val = min(int(n.split(".")[0]) for n in os.listdir(os.path.join(args.run, "val")) if n.endswith(".jsonl"))
+        wait(d, f"document.getElementById('gen-step').options[0]?.value === '{first_val}'")
         wait(d, "document.querySelectorAll('tr.prompt-row').length")
         first = d.execute_script("return document.getElementById('gen-step').options[0].value")
         val_last = d.execute_script("return document.getElementById('gen-step').value")
@@ -116,6 +124,9 @@ def main() -> None:
         Select(d.find_element(By.ID, "other-step")).select_by_value(first)
         wait(d, "document.querySelectorAll('.step-col').length === 2")
         d.save_screenshot(os.path.join(args.out, "view_same_prompt.png"))
+        if not args.tool_run:
+            print(f"wrote {args.out}/view_{{curves,generations,same_prompt}}.png (rollout step {last})")
+            return
 
         Select(d.find_element(By.ID, "gen-run")).select_by_value("1")
         wait(d, "document.querySelectorAll('tr.prompt-row').length")

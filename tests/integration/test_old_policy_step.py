@@ -21,7 +21,8 @@ N = 16  # 4 prompts x 4 responses; only group 0's rewards differ (1, 0, 0, 0): i
 
 
 def args(arith_data, model_dir, run_dir) -> list[str]:
-    return [f"data.train_files={arith_data['train']}", f"actor_rollout_ref.model.path={model_dir}",
+    return [f"data.train_files={arith_data['train']}", f"data.val_files={arith_data['val']}",
+            f"actor_rollout_ref.model.path={model_dir}",
             "data.train_batch_size=4", "actor_rollout_ref.rollout.n=4", "actor_rollout_ref.actor.ppo_mini_batch_size=4",
             "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=16", "data.max_response_length=4",
             "trainer.total_training_steps=4", "trainer.val_before_train=false", "trainer.test_freq=-1",

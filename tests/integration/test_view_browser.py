@@ -3,8 +3,9 @@ with per-token detail) beside a real multi-turn calculator run, the curves draw 
 and log scale change the plot, a closed section's series load when it opens, new metric lines appear without
 a reload, a prompt opens into its n responses with coloured tokens, the "same prompt at step" picker lists
 only the steps that sampled it and opens one beside it, the tool run's turns show with the tool's tokens
-marked untrained, the A/B table fills, and the console stays free of errors. Screenshots go to
-tests/artifacts/view/ (gitignored).
+marked untrained, the A/B table fills, and the console stays free of errors. Every chart's title is clear of
+plotly's toolbar, and a constant series (a hand-written third run: 2e-4, 0, 1e6, one point, NaN gaps) is drawn
+at its value with its value on the axis. Screenshots go to tests/artifacts/view/ (gitignored).
 
 Needs chromium and chromedriver (apt-get install chromium chromium-driver; .ci/run installs them).
 """
@@ -12,6 +13,7 @@ Needs chromium and chromedriver (apt-get install chromium chromium-driver; .ci/r
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import shutil
@@ -70,10 +72,28 @@ def tool_run(random_model_dir: str, folder: Path) -> Path:
     return run
 
 
+# the "flat" run's series (hand-written): constants, a single point, NaN and unlogged steps, and one that varies
+FLAT_ROWS = [
+    {"step": 1, "flat/lr": 2e-4, "flat/zero": 0.0, "flat/big": 1e6, "flat/single": 0.25, "flat/gaps": 0.5,
+     "flat/varies": 1},
+    {"step": 2, "flat/lr": 2e-4, "flat/zero": 0.0, "flat/big": 1e6, "flat/gaps": "nan", "flat/varies": 2},
+    {"step": 3, "flat/lr": 2e-4, "flat/zero": 0.0, "flat/big": 1e6, "flat/varies": 3},
+    {"step": 4, "flat/lr": 2e-4, "flat/zero": 0.0, "flat/big": 1e6, "flat/gaps": 0.5, "flat/varies": 4},
+]
+
+
+def flat_run(folder: Path) -> Path:
+    """A run folder with metrics only (as a run's trainer.logger=[file] writes them: NaN as the string "nan")."""
+    folder.mkdir(parents=True)
+    (folder / "config.yaml").write_text("trainer:\n  experiment_name: flat\n")
+    (folder / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in FLAT_ROWS))
+    return folder
+
+
 @pytest.fixture(scope="module")
 def runs(arith_data, random_model_dir, tmp_path_factory):
     base = tmp_path_factory.mktemp("view")
-    return tiny_run(arith_data, base / "tiny"), tool_run(random_model_dir, base / "tools")
+    return tiny_run(arith_data, base / "tiny"), tool_run(random_model_dir, base / "tools"), flat_run(base / "flat")
 
 
 @pytest.fixture(scope="module")
@@ -226,5 +246,65 @@ def test_the_viewer_in_a_browser(server, browser, runs):
     assert cells[1] == "max" and cells[4] == "0.9"  # run B's final score is the line appended above
     shot(d, "ab")
 
+    errors = [e for e in d.get_log("browser") if e["level"] == "SEVERE"]
+    assert errors == [], errors
+
+
+# Every chart's title (the page's, or plotly's own in the chart), whether it meets the chart's toolbar (plotly's
+# modebar) and whether it is what the page shows at its centre: the toolbar once floated over plotly's titles.
+TITLES = """return [...document.querySelectorAll('.plot')].map(p => {
+  const title = p.closest('.chart')?.querySelector('.chart-title') || p.querySelector('.gtitle');
+  const bar = p.querySelector('.modebar');
+  if (!title || !bar) return {metric: p.dataset.metric, title: null};
+  title.scrollIntoView({block: 'center'});
+  const t = title.getBoundingClientRect(), b = bar.getBoundingClientRect();
+  const top = document.elementFromPoint(t.left + t.width / 2, t.top + t.height / 2);
+  return {metric: p.dataset.metric, title: title.textContent, width: t.width, uncovered: title.contains(top),
+          meets: t.left < b.right && b.left < t.right && t.top < b.bottom && b.top < t.bottom};
+})"""
+
+
+def axis(driver, metric: str) -> dict:
+    """A chart's y-axis as drawn: plotly's range and the tick labels on the page, whether every label lies inside
+    the chart (not cut by the margin), and the markers drawn (a lone point needs one to be seen)."""
+    return driver.execute_script(f"""const p = document.querySelector('.plot[data-metric="{metric}"]');
+      const left = p.getBoundingClientRect().left, labels = [...p.querySelectorAll('.ytick text')];
+      return {{range: p._fullLayout.yaxis.range, ticks: labels.map(t => t.textContent),
+               inside: labels.every(t => t.getBoundingClientRect().left >= left),
+               markers: [...p.querySelectorAll('.scatterlayer .point')].filter(e => e.getBoundingClientRect().width > 0)
+                          .length}}""")
+
+
+def test_chart_titles_clear_of_the_toolbar_and_constant_series_at_their_value(server, browser):
+    d = browser
+    d.get(server)
+    wait_for(d, "document.querySelector('.plot[data-metric=\"val-core/arithmetic/reward/mean@1\"]')?.data?.length")
+    titles = d.execute_script(TITLES)  # the real runs' open sections: actor, critic, response_length, val-core
+    assert len(titles) > 20 and "val-core/arithmetic/reward/mean@1" in {t["metric"] for t in titles}
+    for t in titles:
+        assert t["title"] == t["metric"] and t["width"] > 0 and t["uncovered"] and not t["meets"], t
+
+    d.find_element(By.ID, "metric-filter").send_keys("flat/")
+    d.find_element(By.CSS_SELECTOR, 'details.section[data-section="flat"] summary').click()
+    wait_for(d, "document.querySelector('.plot[data-metric=\"flat/varies\"]')?._fullLayout?.yaxis?.range")
+    # a constant c is drawn at c, on c ± c/2 (± 1 around 0), with one tick labelled c (the page's %.4g)
+    for metric, lo, hi, tick in [("flat/lr", 1e-4, 3e-4, "0.0002"), ("flat/zero", -1, 1, "0"),
+                                 ("flat/big", 5e5, 1.5e6, "1000000"), ("flat/single", 0.125, 0.375, "0.25"),
+                                 ("flat/gaps", 0.25, 0.75, "0.5")]:
+        a = axis(d, metric)
+        assert a["range"] == pytest.approx([lo, hi]) and a["ticks"] == [tick] and a["inside"], (metric, a)
+    # a single point, and points between a NaN and unlogged steps, have no neighbour to draw a line to: markers
+    assert axis(d, "flat/single")["markers"] == 1 and axis(d, "flat/gaps")["markers"] == 2
+    assert axis(d, "flat/lr")["markers"] == 0
+    varies = axis(d, "flat/varies")  # 1, 2, 3, 4: plotly's own range and ticks
+    assert varies["range"][0] <= 1 and varies["range"][1] >= 4 and len(varies["ticks"]) > 2
+    assert all(t["uncovered"] and not t["meets"] for t in d.execute_script(TITLES))
+    # the debiased EMA of a constant may move in its last bits; on a log axis the range is log10(c/2)..log10(2c)
+    d.execute_script("const e = document.getElementById('ema'); e.value = '0.9'; e.dispatchEvent(new Event('input'))")
+    d.find_element(By.ID, "log-y").click()
+    wait_for(d, "document.querySelector('.plot[data-metric=\"flat/lr\"]')._fullLayout.yaxis.type === 'log'")
+    a = axis(d, "flat/lr")
+    assert a["range"] == pytest.approx([-4, math.log10(4e-4)]) and a["ticks"] == ["0.0002"], a
+    shot(d, "constant-series")
     errors = [e for e in d.get_log("browser") if e["level"] == "SEVERE"]
     assert errors == [], errors

@@ -188,25 +188,60 @@ function drawSection(sec, keys) {
   const grid = sec.querySelector(".grid");
   const alpha = Number(document.getElementById("ema").value);
   const logY = document.getElementById("log-y").checked;
-  for (const div of grid.querySelectorAll(".plot")) if (!keys.includes(div.dataset.metric)) div.remove();
+  for (const chart of grid.querySelectorAll(".chart")) if (!keys.includes(chart.dataset.metric)) chart.remove();
   for (const key of keys) {
-    let div = grid.querySelector(`.plot[data-metric="${CSS.escape(key)}"]`);
-    if (!div) { div = el("div", {class: "plot", "data-metric": key}); grid.append(div); }
-    const traces = [];
-    for (const i of [...state.shown].sort()) {
-      const m = state.metrics[i];
-      const col = m && m.series[key];
-      if (!col) continue;
-      const idx = []; col.forEach((v, j) => { if (v !== null) idx.push(j); });
-      const ys = idx.map((j) => num(col[j]));
-      traces.push({x: xs(m, idx), y: ema(ys, alpha), name: state.runs[i].name, mode: ys.length > 1 ? "lines" : "markers",
-                   line: {color: COLOURS[i % COLOURS.length], width: 1.5}, marker: {color: COLOURS[i % COLOURS.length]}});
-    }
-    const layout = {title: {text: key, font: {size: 12}}, margin: {l: 45, r: 10, t: 28, b: 30}, showlegend: traces.length > 1,
-                    legend: {orientation: "h", y: -0.2, font: {size: 10}}, yaxis: {type: logY ? "log" : "linear"},
-                    xaxis: {title: {text: document.getElementById("x-axis").value === "time" ? "s" : ""}}};
-    Plotly.react(div, traces, layout, {displaylogo: false, responsive: true});
+    const div = plotDiv(grid, key), traces = tracesOf(key, alpha);
+    const axisOf = (c) => traces.flatMap((t) => t[c]);
+    const layout = {margin: {l: 45, r: 10, t: 26, b: 30}, showlegend: traces.length > 1,
+                    legend: {orientation: "h", y: -0.2, font: {size: 10}},
+                    yaxis: {type: logY ? "log" : "linear", automargin: true, ...flatAxis(axisOf("y"), logY)},
+                    xaxis: {title: {text: document.getElementById("x-axis").value === "time" ? "s" : ""},
+                            automargin: true, ...flatAxis(axisOf("x"), false)}};
+    Plotly.react(div, traces, layout, {displaylogo: false, responsive: true,
+                                       toImageButtonOptions: {filename: key.replace(/[^\w@.-]+/g, "_")}});
   }
+}
+
+// The title is the page's, above the plot: plotly draws its own title in the band where its toolbar (the
+// modebar) floats, so a centred title ran under the toolbar's buttons. (The plot keeps that band, 26 px,
+// for the toolbar alone; a PNG from its camera button is named after the metric, as it has no title.)
+function plotDiv(grid, key) {
+  const found = grid.querySelector(`.plot[data-metric="${CSS.escape(key)}"]`);
+  if (found) return found;
+  const div = el("div", {class: "plot", "data-metric": key});
+  grid.append(el("div", {class: "chart", "data-metric": key}, el("div", {class: "chart-title", title: key, text: key}), div));
+  return div;
+}
+
+function tracesOf(key, alpha) {  // one trace per shown run that logged `key`
+  const traces = [];
+  for (const i of [...state.shown].sort()) {
+    const m = state.metrics[i];
+    const col = m && m.series[key];
+    if (!col) continue;
+    const idx = []; col.forEach((v, j) => { if (v !== null) idx.push(j); });
+    const ys = ema(idx.map((j) => num(col[j])), alpha);
+    // a line needs two finite neighbours: a lone point (a single step, or one between NaNs) gets a marker
+    const lone = ys.map((y, j) => Number.isFinite(y) && !Number.isFinite(ys[j - 1]) && !Number.isFinite(ys[j + 1]));
+    const colour = COLOURS[i % COLOURS.length];
+    traces.push({x: xs(m, idx), y: ys, name: state.runs[i].name, mode: lone.some(Boolean) ? "lines+markers" : "lines",
+                 line: {color: colour, width: 1.5}, marker: {color: colour, size: lone.map((b) => (b ? 6 : 0))}});
+  }
+  return traces;
+}
+
+// Plotly autoranges an axis whose values are all equal to value ± 1, so a constant learning rate of 2e-4 was a
+// flat line at "0" on a −1…1 axis (and 1e6 got labels like "1.000001M" cut by the margin). A constant axis
+// (every finite value within 1e-9 of each other, relatively: a debiased EMA of a constant moves in the last bits;
+// or a single value) is set here: centred on the value, ± half of it (± 1 around 0; on a log axis ×/÷ 2), with
+// one tick that shows the value. An axis of varying values, or with none, stays plotly's.
+function flatAxis(values, log) {
+  let lo = Infinity, hi = -Infinity;  // (not Math.min(...values): a long run has more points than arguments fit)
+  for (const v of values) if (Number.isFinite(v) && (!log || v > 0)) { lo = Math.min(lo, v); hi = Math.max(hi, v); }
+  if (lo > hi || hi - lo > 1e-9 * Math.max(Math.abs(lo), Math.abs(hi))) return {};
+  const v = lo + (hi - lo) / 2, pad = v === 0 ? 1 : Math.abs(v) / 2;
+  const range = log ? [Math.log10(v / 2), Math.log10(v * 2)] : [v - pad, v + pad];
+  return {range, autorange: false, tickmode: "array", tickvals: [v], ticktext: [fmt(v)]};
 }
 
 // ---- generations -----------------------------------------------------------------------------------
