@@ -13,9 +13,16 @@ rendering, an assistant message equal to a turn this recorder answered is replac
 generated (`raw_history`).
 
 A rendering that does not start with `seen` (a template that is not append-only, e.g. one that drops earlier
-<think> blocks, or an agent that edited its history) starts a new segment whose prompt is that rendering. The
-training sample is the last segment: exactly what the model saw on its final turns; the earlier segments'
-generated tokens are not trained on and are counted (agent/dropped_segments).
+<think> blocks, or an agent that edited its history) starts a new segment whose prompt is that rendering. Each
+segment holds exactly the tokens the model saw on its turns, so the rule is one training sample per segment
+(`samples()`): an append-only template gives one sample with every turn; a template that rewrites history gives
+one sample per rewrite, none of the generated tokens lost. `sample()` (the last segment alone) is what a consumer
+that takes one row per agent gets; what that leaves out is counted (`segments_dropped`,
+`generated_tokens_dropped`: agent/segments_dropped).
+
+A retry (a request whose rendering equals the previous request's, sent before the agent used the answer: an OpenAI
+client's automatic retry after a timeout) replaces the previous turn's generation: the agent never saw the first
+answer, so training on it would credit it with a reward it did not earn. Retries are counted (`retries`).
 """
 
 from __future__ import annotations
@@ -61,6 +68,9 @@ class Recorder:
         self.segments: list[Segment] = []
         self.seen = ""  # the text of the last segment's context
         self.answered: list[tuple[tuple, str]] = []  # per generated turn: (its returned message's signature, raw text)
+        self.retries = 0  # requests that repeated the previous one (its generation was replaced)
+        # the last prompt: its rendering, its segment's length then, and how many turns had been answered
+        self._last: Optional[tuple[str, int, int]] = None
 
     def raw_history(self, messages: list[dict]) -> list[dict]:
         """`messages` with each assistant turn this recorder answered (k-th assistant message = k-th turn, when
@@ -76,7 +86,10 @@ class Recorder:
 
     def prompt(self, rendered: str) -> list[int]:
         """The ids to generate from for a request rendered as `rendered` (the template's text with the generation
-        prompt): the recorded context plus the new suffix, or a new segment when `rendered` does not extend it."""
+        prompt): the recorded context plus the new suffix, or a new segment when `rendered` does not extend it; a
+        repeat of the previous request (a retry) first takes back the previous generation."""
+        if self._last is not None and rendered == self._last[0] and len(self.answered) > self._last[2]:
+            self._take_back(self._last[1])
         if self.segments and rendered.startswith(self.seen):
             suffix = rendered[len(self.seen):]
             if suffix:
@@ -84,7 +97,16 @@ class Recorder:
         else:
             self.segments.append(Segment(self._encode(rendered)))
         self.seen = rendered
+        self._last = (rendered, len(self.segments[-1].tokens), len(self.answered))
         return self.segments[-1].context()
+
+    def _take_back(self, length: int) -> None:
+        """Undo the last `record` (a retry): the segment back to `length` tokens after its prompt."""
+        seg = self.segments[-1]
+        del seg.tokens[length:], seg.mask[length:], seg.log_probs[length:]
+        self.seen = self._last[0]
+        self.answered.pop()
+        self.retries += 1
 
     def record(self, ids: list[int], log_probs: list[float], message: dict, raw_text: str) -> None:
         """A generated turn: its ids and log-probs (EOS included), the OpenAI message returned for it, and the
@@ -94,11 +116,21 @@ class Recorder:
         self.answered.append((_signature(message), raw_text))
 
     @property
-    def dropped_segments(self) -> int:
+    def segments_dropped(self) -> int:
+        """Segments `sample()` leaves out (0 with an append-only template and an agent that keeps its history)."""
         return max(0, len(self.segments) - 1)
 
+    @property
+    def generated_tokens_dropped(self) -> int:
+        """Generated tokens (mask 1) of the segments `sample()` leaves out."""
+        return sum(sum(s.mask) for s in self.segments[:-1])
+
+    def samples(self) -> list[Segment]:
+        """The training samples: one per segment, each exactly what the model saw on its turns."""
+        return list(self.segments)
+
     def sample(self) -> Segment:
-        """The training sample: the last segment (see the module docstring)."""
+        """The last segment alone: what the model saw on its final turns (see the module docstring)."""
         return self.segments[-1]
 
     def _encode(self, text: str) -> list[int]:

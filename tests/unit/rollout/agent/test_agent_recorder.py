@@ -49,7 +49,7 @@ def test_two_turns_append_only_suffix_with_mask_zero(tok):
     assert second == first + gen + suffix  # the generated ids exactly as sampled, never re-tokenized
     assert seg.mask == [1] * len(gen) + [0] * len(suffix)
     assert seg.log_probs == lps + [0.0] * len(suffix)
-    assert rec.dropped_segments == 0
+    assert rec.segments_dropped == 0
 
 
 def test_edited_history_is_not_matched_to_the_raw_turn(tok):
@@ -71,4 +71,30 @@ def test_a_template_that_drops_earlier_thinking_starts_a_new_segment(tok):
     text = tok.apply_chat_template(history, chat_template=DROP_THINK, add_generation_prompt=True, tokenize=False)
     second = rec.prompt(text)
     assert "<think>" not in text  # the template rewrote the earlier turn: the recorded context no longer matches
-    assert second == ids(tok, text) and rec.sample().tokens == [] and rec.dropped_segments == 1
+    assert second == ids(tok, text) and rec.sample().tokens == [] and rec.segments_dropped == 1
+
+
+def test_a_retry_replaces_the_previous_generation(tok):
+    """The same rendering twice after a generation (a client's retry): the first generation is taken back, the
+    second recorded in its place, counted; a later turn extends the retry's record as usual."""
+    rec = Recorder(tok)
+    text = render(tok, [{"role": "user", "content": "hi"}])
+    first = rec.prompt(text)
+    rec.record(ids(tok, "ab") + [tok.eos_token_id], [-1.0] * 3, {"role": "assistant", "content": "ab"}, "ab")
+    assert rec.prompt(text) == first and rec.retries == 1  # nothing of the first generation is left
+    gen = ids(tok, "cd") + [tok.eos_token_id]
+    rec.record(gen, [-2.0] * 3, {"role": "assistant", "content": "cd"}, "cd")
+    seg = rec.sample()
+    assert seg.context() == first + gen and seg.mask == [1] * 3 and seg.log_probs == [-2.0] * 3
+    history = rec.raw_history([{"role": "user", "content": "hi"}, {"role": "assistant", "content": "cd"},
+                               {"role": "user", "content": "more"}])
+    rec.prompt(render(tok, history))
+    assert rec.segments_dropped == 0 and rec.retries == 1 and len(rec.answered) == 1
+
+
+def test_an_unanswered_request_sent_again_is_no_retry(tok):
+    """A request whose generation never came back (the handler was cancelled) leaves nothing to take back."""
+    rec = Recorder(tok)
+    text = render(tok, [{"role": "user", "content": "hi"}])
+    first = rec.prompt(text)
+    assert rec.prompt(text) == first and rec.retries == 0 and rec.sample().tokens == []
