@@ -5,22 +5,34 @@ A thin app over the batcher and the recorders: the request is validated with ser
 barrier's next engine call (batcher.py), and answered with serve/tools.py's split of the turn into content and
 tool_calls. A malformed call is returned as text with finish_reason "stop" and counted. Sampling is the run's
 (rollout temperature, top-p): a request's own sampling fields are ignored so the recorded log-probs are the ones
-training assumes. Not yet: streaming (the agent's client must not ask for stream=true).
+training assumes. With stream=true the same turn is generated and recorded, then sent as serve's chunks: the
+assistant role, the content and any tool_calls with the finish_reason, the usage if asked, `[DONE]` (the engine
+generates a batch at once, so a turn arrives in one piece). OpenAI fields that change nothing here (store, metadata,
+service_tier, ...) are accepted and ignored, as an OpenAI-compatible server does.
 """
 
 from __future__ import annotations
 
-import time
-import uuid
 from typing import Optional
 
 from fastapi import FastAPI, Request  # this module is imported only by agent rollouts (the fastapi extra)
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, StreamingResponse
+from pydantic import StrictBool
 
 from hybridrl.rollout.agent.batcher import Batcher
 from hybridrl.rollout.agent.recorder import Recorder
 from hybridrl.serve.protocol import APIError, ChatRequest, parse
+from hybridrl.serve.responses import DONE, Meta, chunk, sse, usage
 from hybridrl.serve.tools import split_turn, template_messages
+
+
+class AgentChatRequest(ChatRequest):
+    """serve's chat request plus the OpenAI fields agent frameworks send that change nothing in a rollout (the
+    OpenAI Agents SDK sends `store` and `metadata`); everything else stays refused as `hybridrl serve` refuses it."""
+
+    store: Optional[StrictBool] = None  # OpenAI keeps the completion for its dashboard; nothing is kept here
+    metadata: Optional[dict[str, str]] = None  # tags for that stored completion
+    service_tier: Optional[str] = None  # OpenAI's latency tier; one engine here
 
 
 class AgentLimits:
@@ -44,10 +56,7 @@ def build_app(tokenizer, batcher: Batcher, recorders: list[Recorder], limits: Ag
 
     @app.post("/agents/{agent}/v1/chat/completions")
     async def chat(agent: int, request: Request):
-        req = parse(ChatRequest, await request.json())
-        if req.stream:
-            raise APIError(400, "streaming is not supported by the agent proxy yet; send stream=false", "stream",
-                           "unsupported_parameter")
+        req = parse(AgentChatRequest, await request.json())
         rec = _recorder(recorders, agent)
         turns, used = counts["turns"][agent], sum(sum(s.mask) for s in rec.segments)
         if turns >= limits.max_turns or used >= limits.max_tokens:
@@ -60,7 +69,14 @@ def build_app(tokenizer, batcher: Batcher, recorders: list[Recorder], limits: Ag
         wanted = req.max_completion_tokens or req.max_tokens or room
         ids, log_probs = await batcher.generate(agent, rec.prompt(text), min(wanted, room))
         counts["turns"][agent] += 1
-        return _answer(tokenizer, rec, ids, log_probs, req.parses_tools, counts, len(rec.sample().context()))
+        message, finish = _answer(tokenizer, rec, ids, log_probs, req.parses_tools, counts)
+        n_prompt = len(rec.sample().context()) - len(ids)
+        if req.stream:
+            include = req.stream_options is not None and req.stream_options.include_usage
+            return StreamingResponse(_chunks(message, finish, usage(n_prompt, len(ids)), include),
+                                     media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+        return {**Meta("chat", "policy").head(False), "usage": usage(n_prompt, len(ids)),
+                "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}]}
 
     return app
 
@@ -71,8 +87,9 @@ def _recorder(recorders: list[Recorder], agent: int) -> Recorder:
     return recorders[agent]
 
 
-def _answer(tokenizer, rec: Recorder, ids: list[int], log_probs: list[float], parses_tools: bool, counts: dict,
-            prompt_len: int) -> dict:
+def _answer(tokenizer, rec: Recorder, ids: list[int], log_probs: list[float], parses_tools: bool,
+            counts: dict) -> tuple[dict, str]:
+    """The turn as an OpenAI message and its finish_reason, recorded."""
     ended = bool(ids) and ids[-1] in _eos_ids(tokenizer)
     raw = tokenizer.decode(ids[:-1] if ended else ids, skip_special_tokens=False)
     turn = split_turn(raw) if parses_tools else None
@@ -83,11 +100,21 @@ def _answer(tokenizer, rec: Recorder, ids: list[int], log_probs: list[float], pa
     if calls:
         message["tool_calls"] = calls
     rec.record(ids, log_probs, message, raw)
-    finish = "tool_calls" if calls else ("stop" if ended else "length")
-    return {"id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion", "created": int(time.time()),
-            "model": "policy", "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
-            "usage": {"prompt_tokens": prompt_len - len(ids), "completion_tokens": len(ids),
-                      "total_tokens": prompt_len}}
+    return message, "tool_calls" if calls else ("stop" if ended else "length")
+
+
+async def _chunks(message: dict, finish: str, used: dict, include_usage: bool):
+    """A recorded turn as serve's server-sent events (serve/responses.py): the role, then the content and the
+    tool_calls (each with its index) with the finish_reason, the usage if asked, [DONE]."""
+    meta = Meta("chat", "policy")
+    yield sse(chunk(meta, 0, {"role": "assistant", "content": ""}, None, include_usage))
+    delta = {"content": message["content"]} if message["content"] else {}
+    if message.get("tool_calls"):
+        delta["tool_calls"] = [{"index": k, **call} for k, call in enumerate(message["tool_calls"])]
+    yield sse(chunk(meta, 0, delta, finish, include_usage))
+    if include_usage:
+        yield sse({**meta.head(True), "choices": [], "usage": used})
+    yield DONE
 
 
 def _eos_ids(tokenizer) -> set[int]:

@@ -55,4 +55,25 @@ def test_two_turn_agent_through_the_openai_client():
     assert seg.tokens[:len(scripted[0])] == scripted[0] and seg.tokens[-len(scripted[1]):] == scripted[1]
     assert [lp for lp, m in zip(seg.log_probs, seg.mask) if m] == pytest.approx(
         [-0.1 * (i + 1) for i in range(len(scripted[0]))] + [-0.1 * (i + 1) for i in range(len(scripted[1]))])
-    assert 0 in seg.mask and recorders[0].dropped_segments == 0 and counts["turns"] == [2]
+    assert 0 in seg.mask and recorders[0].segments_dropped == 0 and counts["turns"] == [2]
+
+
+def test_fields_an_openai_server_takes_are_accepted_the_rest_refused():
+    """store and metadata (sent by the OpenAI Agents SDK) change nothing in a rollout: accepted; a field the proxy
+    does not implement is still a 400 naming it, as `hybridrl serve` answers."""
+    tok = build_tokenizer()
+    out = tok("ok", add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
+    batcher = Batcher(lambda prompts, agents, max_new: [(out, [-0.5] * len(out))], 1)
+    app = build_app(tok, batcher, [Recorder(tok)], AgentLimits(4, 50), {"turns": [0], "malformed_tool_calls": 0})
+    ask = {"model": "policy", "messages": [{"role": "user", "content": "hi"}]}
+
+    async def post(body):
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://proxy") as c:
+            return await c.post("/agents/0/v1/chat/completions", json=body)
+
+    r = asyncio.run(post({**ask, "store": True, "metadata": {"task": "calc"}}))
+    assert r.status_code == 200 and r.json()["choices"][0]["message"]["content"] == "ok"
+    r = asyncio.run(post({**ask, "reasoning_effort": "low"}))
+    assert r.status_code == 400 and r.json()["error"]["param"] == "reasoning_effort"
+    r = asyncio.run(post({**ask, "metadata": {"task": 3}}))  # OpenAI's metadata values are strings
+    assert r.status_code == 400 and r.json()["error"]["param"].startswith("metadata")
