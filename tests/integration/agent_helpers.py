@@ -152,7 +152,7 @@ def check_token_exact(rec: Recorder, tokenizer, turns: list[tuple], texts: list[
     in turn order, each turn's prompt is its segment's context before the turn's generated ids, mask 1 exactly on
     those ids, with the engine's log-probs (0.0 elsewhere); the generated ids decode to the text the client got
     (`texts`: per turn, content or the call as the model wrote it, without the end-of-turn token)."""
-    runs = [(seg, s, e) for seg in rec.samples() for s, e in _runs(seg.mask)]
+    runs = [(seg, s, e) for seg in rec.samples() for s, e in mask_runs(seg.mask)]
     assert len(runs) == len(turns), "a turn the engine generated is missing from the samples, or one is extra"
     for (seg, s, e), (prompt, ids, lps) in zip(runs, turns):
         assert seg.context()[:len(seg.prompt_ids) + s] == prompt  # what the model saw, token for token
@@ -165,7 +165,7 @@ def check_token_exact(rec: Recorder, tokenizer, turns: list[tuple], texts: list[
     assert decoded == texts
 
 
-def _runs(mask: list[int]) -> list[tuple[int, int]]:
+def mask_runs(mask: list[int]) -> list[tuple[int, int]]:
     """[start, end) of each run of 1s."""
     out, start = [], None
     for i, m in enumerate(mask + [0]):
