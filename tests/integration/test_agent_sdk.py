@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 openai = pytest.importorskip("openai", reason="the agent proxy tests drive it with the openai package")
+pytestmark = pytest.mark.slow  # each module fine-tunes the fixture model (~2 s) and starts uvicorn
 sys.path.insert(0, str(Path(__file__).parent))
 from agent_helpers import (CALL, SDK_ANSWER, SDK_Q, SDK_RESULT, Rollout, check_token_exact, load_policy,  # noqa: E402
                            one_thread, tool_model)

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 openai = pytest.importorskip("openai", reason="the agent proxy tests drive it with the openai package")
+pytestmark = pytest.mark.slow  # each module fine-tunes the fixture model (~2 s) and starts uvicorn
 sys.path.insert(0, str(Path(__file__).parent))
 from agent_helpers import (THINK_ANSWER, THINK_Q, Rollout, check_token_exact, load_policy, mask_runs,  # noqa: E402
                            one_thread, tool_model)
