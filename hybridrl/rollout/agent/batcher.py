@@ -39,6 +39,11 @@ class Batcher:
         if agent not in self.live:
             raise RuntimeError(f"agent {agent} has left this rollout (finished, failed or timed out)")
         future = asyncio.get_running_loop().create_future()
+        superseded = self.pending.get(agent)
+        if superseded is not None and not superseded.future.done():
+            # the agent's client gave up on its waiting request (a timeout) and sent it again: the first would
+            # otherwise wait for ever and hold its connection, so it is cancelled and the new one takes its place
+            superseded.future.cancel()
         self.pending[agent] = _Pending(prompt, max_new_tokens, future)
         self._maybe_flush()
         return await future

@@ -56,3 +56,26 @@ def test_a_failed_and_a_hung_agent_do_not_block_the_others():
 
     assert asyncio.run(main()) == [1, 2]
     assert engine.batches == [[0], [0]]  # the first call waited for the hung agent's timeout, not for ever
+
+
+def test_a_request_sent_again_while_waiting_replaces_the_first():
+    """A client that timed out at the barrier and retried: the first request is cancelled (not left waiting for
+    ever), the retry is generated, in one engine call with the other agent."""
+    engine = FakeEngine()
+
+    async def main():
+        b = Batcher(engine, 2)
+        first = asyncio.ensure_future(b.generate(0, [5], 4))
+        await asyncio.sleep(0.01)
+        retry = asyncio.ensure_future(b.generate(0, [5], 4))
+        await asyncio.sleep(0.01)
+        other = await b.generate(1, [7], 4)
+        got = await retry
+        try:
+            await first
+        except asyncio.CancelledError:
+            return got, other, "cancelled"
+        return got, other, "answered"
+
+    assert asyncio.run(main()) == (([6], [-0.25]), ([8], [-0.25]), "cancelled")
+    assert engine.batches == [[0, 1]]

@@ -98,3 +98,20 @@ def test_an_unanswered_request_sent_again_is_no_retry(tok):
     text = render(tok, [{"role": "user", "content": "hi"}])
     first = rec.prompt(text)
     assert rec.prompt(text) == first and rec.retries == 0 and rec.sample().tokens == []
+
+
+def test_a_call_sent_back_with_other_key_order_and_spacing_is_matched(tok):
+    """Frameworks re-serialize the arguments (the Agents SDK keeps the string; others dump the parsed object with
+    their own spacing and key order): the call still matches the turn, and the model's raw text stands for it."""
+    rec = Recorder(tok)
+    user = [{"role": "user", "content": "hi"}]
+    rec.prompt(render(tok, user))
+    raw = '<tool_call>{"name":"calc","arguments":{"a":1,"b":2}}</tool_call>'
+    returned = {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "calc", "arguments": '{"a": 1, "b": 2}'}}]}
+    rec.record(ids(tok, raw) + [tok.eos_token_id], [-1.0] * (len(ids(tok, raw)) + 1), returned, raw)
+    sent = {"role": "assistant", "content": "", "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "calc", "arguments": {"b": 2, "a": 1}}}]}
+    assert rec.raw_history(user + [sent])[1] == {"role": "assistant", "content": raw}
+    other = {**sent, "tool_calls": [{**sent["tool_calls"][0], "function": {"name": "calc", "arguments": {"a": 2}}}]}
+    assert rec.raw_history(user + [other])[1] is other  # different arguments: not the model's turn
