@@ -57,6 +57,7 @@ def build_app(tokenizer, batcher: Batcher, recorders: list[Recorder], limits: Ag
     @app.post("/agents/{agent}/v1/chat/completions")
     async def chat(agent: int, request: Request):
         req = parse(AgentChatRequest, await request.json())
+        _refuse_unsupported(req)
         rec = _recorder(recorders, agent)
         turns, used = counts["turns"][agent], sum(sum(s.mask) for s in rec.segments)
         if turns >= limits.max_turns or used >= limits.max_tokens:
@@ -79,6 +80,19 @@ def build_app(tokenizer, batcher: Batcher, recorders: list[Recorder], limits: Ag
                 "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}]}
 
     return app
+
+
+# (field, set to a value the proxy would silently not honour, the fix): refused as serve refuses what it lacks
+def _unsupported(req: AgentChatRequest) -> list[tuple[str, bool, str]]:
+    return [("n", (req.n or 1) != 1, "send one request per completion (each is one turn of this agent)"),
+            ("stop", bool(req.stop), "stop at the model's end of turn, or cut the text in the agent"),
+            ("logprobs", bool(req.logprobs), "the proxy records the log-probs for training itself")]
+
+
+def _refuse_unsupported(req: AgentChatRequest) -> None:
+    for name, used, fix in _unsupported(req):
+        if used:
+            raise APIError(400, f"'{name}' is not supported by the agent proxy: {fix}", name, "unsupported_parameter")
 
 
 def _recorder(recorders: list[Recorder], agent: int) -> Recorder:

@@ -75,5 +75,10 @@ def test_fields_an_openai_server_takes_are_accepted_the_rest_refused():
     assert r.status_code == 200 and r.json()["choices"][0]["message"]["content"] == "ok"
     r = asyncio.run(post({**ask, "reasoning_effort": "low"}))
     assert r.status_code == 400 and r.json()["error"]["param"] == "reasoning_effort"
+    for field, value in [("n", 2), ("stop", ["\n"]), ("logprobs", True)]:  # would be silently not honoured
+        r = asyncio.run(post({**ask, field: value}))
+        assert r.status_code == 400 and r.json()["error"]["param"] == field, field
+    r = asyncio.run(post({**ask, "n": 1, "logprobs": False}))  # the defaults, written out, are fine
+    assert r.status_code == 200
     r = asyncio.run(post({**ask, "metadata": {"task": 3}}))  # OpenAI's metadata values are strings
     assert r.status_code == 400 and r.json()["error"]["param"].startswith("metadata")
