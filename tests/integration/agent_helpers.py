@@ -1,16 +1,16 @@
 """Shared by the agent-proxy tests (test_agent_*.py): a tiny tool-calling model, a real engine call over it, and
 the proxy app served by uvicorn on 127.0.0.1 in a thread.
 
-The tool-calling model is the bundled tiny-arith after a quick `hybridrl sft` (trainer/sft.py's run_sft, full-batch)
-on the few conversations below, until it reproduces them greedily (checked by `tool_model`): a Hermes call
-`<tool_call>{"name": "calculator", ...}</tool_call>`, then, after the tool's message, the answer. The bundled model
-never writes a tool call by itself, so this is how a multi-step tool task runs on a real model in seconds.
+The tool-calling model is conftest's random 32-wide model (the project's tokenizer) after a quick `hybridrl sft`
+(trainer/sft.py's run_sft: 100 full-batch steps, ~1.5 s on one thread) on the few conversations below, which it
+then reproduces greedily (the tests check its answers): a Hermes call `<tool_call>{"name":"calculator", ...}
+</tool_call>`, then, after the tool's message, the answer. No bundled model writes tool calls by itself; the bundled
+tiny-arith took 28 s for 100 such steps here and still got one call wrong, the 32-wide model learns them all.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import threading
 import time
@@ -73,8 +73,8 @@ def tool_model(base: str, out: str, steps: int = 100, lr: float = 1e-2) -> str:
     run_sft(load_config(SFTConfig, None, [
         f"model.partial_pretrain={base}", f"data.train_files=[{data}]", "data.val_files=[]",
         "data.response_key=response", "data.max_length=200", f"data.train_batch_size={len(pairs)}",
-        f"data.micro_batch_size_per_gpu={len(pairs)}", f"trainer.total_training_steps={steps}", f"optim.lr={lr}", "optim.lr_scheduler=constant",
-        "optim.lr_warmup_steps=0", "trainer.logger=[file]", f"trainer.default_local_dir={out}/model"]),
+        f"data.micro_batch_size_per_gpu={len(pairs)}", f"trainer.total_training_steps={steps}",
+        f"optim.lr={lr}", "optim.lr_scheduler=constant", "optim.lr_warmup_steps=0", "trainer.logger=[file]", f"trainer.default_local_dir={out}/model"]),
         log=lambda *_: None)
     return f"{out}/model"
 
@@ -175,8 +175,3 @@ def mask_runs(mask: list[int]) -> list[tuple[int, int]]:
             out.append((start, i))
             start = None
     return out
-
-
-def call_text(arguments: str, name: str = "calculator") -> str:
-    """A call as the model wrote it, from the name and JSON arguments the client received."""
-    return "<tool_call>" + json.dumps({"name": name, "arguments": json.loads(arguments)}) + "</tool_call>"
