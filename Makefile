@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 ARGS ?=
 
-.PHONY: install train test test-latest lock data tiny-model clean vllm bench smollm2 gpu-check
+.PHONY: install train test test-latest lock data tiny-model clean vllm bench smollm2 gpu-check docs
 
 # The locked set (hybridrl[test]: every optional backend the suite covers but vLLM), then hybridrl itself.
 $(STAMP): pyproject.toml requirements/base.lock
@@ -29,6 +29,13 @@ train: $(STAMP) data/arithmetic/train.parquet
 
 test: $(STAMP)
 	$(PY) -m pytest -q -rs --durations=25
+
+# The docs site (mkdocs.yml, docs/): the config reference regenerated from the schema, then a strict build into
+# build/site (a dead link or a page missing from the nav fails it). `make test` runs the same build
+# (tests/integration/test_docs_site.py) and every command in the docs (tests/integration/test_docs_commands.py).
+docs: $(STAMP)
+	$(PY) -m hybridrl.config.reference
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict -d build/site
 
 # Drift, before users see it: a separate venv (.venv-latest) with the newest versions pyproject.toml allows
 # (torch stays the CPU 2.13 wheel), the unit suite and a short train that must print no deprecation warning.

@@ -27,7 +27,7 @@ Method, all in one invocation so that every figure shares the machine's state:
 Results of different CPU kinds (AVX2, AVX-512, AVX-512 with BF16) never share a table: this writes
 bench/results/speed-<kind>.json (machine, versions, peaks, per-row statistics, raw step records,
 command, date) and speed-<kind>.md (the tables, also printed), and puts the tables between the
-`<!-- bench-<kind>:start -->` and `<!-- bench-<kind>:end -->` markers of README.md when it has them.
+`<!-- bench-<kind>:start -->` and `<!-- bench-<kind>:end -->` markers of docs/benchmarks/speed.md when it has them.
 """
 
 from __future__ import annotations
@@ -392,12 +392,13 @@ def markdown(rows: list[dict], models: dict, peaks: dict, info: dict, command: s
 
 
 def update_readme(table: str, kind: str) -> None:
-    path = os.path.join(ROOT, "README.md")
+    """The tables into the docs' benchmark page (docs/benchmarks/speed.md), between this kind's markers."""
+    path = os.path.join(ROOT, "docs", "benchmarks", "speed.md")
     text = open(path).read()
     start_mark, end_mark = f"<!-- bench-{kind}:start -->", f"<!-- bench-{kind}:end -->"
     start, end = text.find(start_mark), text.find(end_mark)
     if start < 0 or end < start:
-        return  # no markers for this CPU kind: the README is not ours to restructure
+        return  # no markers for this CPU kind: the page is not ours to restructure
     with open(path, "w") as f:
         f.write(text[:start + len(start_mark)] + "\n" + table + text[end:])
 

@@ -8,7 +8,6 @@ lists every key with its default and meaning. A user error prints one line, exit
 from __future__ import annotations
 
 import argparse
-import functools
 import sys
 
 from hybridrl import progress
@@ -24,16 +23,10 @@ from hybridrl.interrupt import (
 
 
 def _keys_help(cls) -> str:
-    from hybridrl.config.constraints import constraint_help
-    from hybridrl.config.loader import field_type, type_name, valid_keys
+    from hybridrl.config.reference import keys_help  # the docs' config reference renders the same rows
     from hybridrl.config.schema import RLConfig
 
-    lines = ["config keys (override with key=value):"]
-    defaults = cls()  # an instance, so a section's own defaults win (critic.optim.lr is not actor's lr)
-    for key, f in valid_keys(cls).items():
-        default = functools.reduce(getattr, key.split("."), defaults)
-        kind = f"{type_name(field_type(cls, key))}{constraint_help(f)}"  # e.g. "a number; > 0"
-        lines.append(f"  {key} = {default!r}\n      {f.metadata.get('help', '')} ({kind})")
+    lines = [keys_help(cls)]
     if cls is RLConfig:
         lines.append("verl keys without a field here (e.g. actor_rollout_ref.rollout.mode, *.megatron.*) are accepted "
                      "where their value trains as hybridrl trains, and otherwise refused saying why and what to use "
@@ -139,12 +132,13 @@ def build_parser() -> argparse.ArgumentParser:
     ar.add_argument("--max-operands", type=int, default=2, help="most numbers per problem (default: %(default)s)")
     ar.add_argument("--max-value", type=int, default=99, help="largest operand (default: %(default)s)")
     ar.add_argument("--ops", default="+", help="operators to draw from: '+', '-' or '+-' (default: %(default)s)")
-    for name, what, default_in in (("gsm8k", "GSM8K (openai/gsm8k): answer after '####'", "../shared/data/gsm8k"),
-                                   ("math", "MATH / MATH-500 (HuggingFaceH4/MATH-500): answer in \\boxed{}",
-                                    "../shared/data/math500")):
+    for name, what, env_name in (("gsm8k", "GSM8K (openai/gsm8k): answer after '####'", "gsm8k"),
+                                 ("math", "MATH / MATH-500 (HuggingFaceH4/MATH-500): answer in \\boxed{}", "math500")):
         text = f"{what}; a local jsonl/parquet file or a folder with train*/test* files -> <output>/<split>.parquet"
         d = dsub.add_parser(name, help=text, description=text)
-        d.add_argument("--input", default=default_in, help="local file or folder, nothing is downloaded (default: %(default)s)")
+        d.add_argument("--input", help="local file or folder, nothing is downloaded (default: "
+                                       f"$HYBRIDRL_DATA_DIR/{env_name} when that variable is set)")
+        d.set_defaults(env_name=env_name)
         d.add_argument("--output", default=f"data/{name}", help="output folder (default: %(default)s)")
     _add_model_command(sub)
     ex = sub.add_parser("export", help="write a checkpoint's policy as a plain HuggingFace folder, verified by logits",
@@ -243,14 +237,30 @@ def cmd_data(args) -> None:
     from hybridrl.paths import check_output_folder
 
     check_output_folder(args.output, "--output")  # before reading or generating anything
+    source = None if args.dataset == "arithmetic" else _data_input(args)
     with progress.reporting(), progress.phase(f"writing {args.dataset} data"):
         if args.dataset == "arithmetic":
             paths = write_dataset(args.output, args.train_size, args.val_size, args.seed, args.min_operands,
                                   args.max_operands, args.max_value, args.ops)
         else:
-            paths = convert(args.dataset, args.input, args.output)
+            paths = convert(args.dataset, source, args.output)
     for split, path in paths.items():
         print(f"wrote {path} ({split})")
+
+
+def _data_input(args) -> str:
+    """`--input`, else $HYBRIDRL_DATA_DIR/<name>: the raw files live wherever the user keeps them, never at a
+    path this repository assumes."""
+    import os
+    from pathlib import Path
+
+    if args.input:
+        return args.input
+    base = os.environ.get("HYBRIDRL_DATA_DIR")
+    if base:
+        return str(Path(base) / args.env_name)
+    raise HybridRLError(f"no input: give --input DIR (a local {args.dataset} file or folder; nothing is downloaded), "
+                        f"or set HYBRIDRL_DATA_DIR to a folder holding {args.env_name}/")
 
 
 def cmd_algos(args) -> None:

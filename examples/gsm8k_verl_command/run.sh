@@ -9,7 +9,8 @@ PY=${PY:-.venv/bin/python}
 MODEL=${MODEL:-models/smollm2-135m-instruct}  # `make smollm2` writes it
 DATA=${DATA:-data/gsm8k}
 [ -d "$MODEL" ] || make smollm2
-[ -f "$DATA/train.parquet" ] || "$PY" -m hybridrl data gsm8k --input "${GSM8K_SOURCE:-../shared/data/gsm8k}" --output "$DATA"
+# The raw GSM8K files: $GSM8K_SOURCE, else $HYBRIDRL_DATA_DIR/gsm8k (`hybridrl data gsm8k` says so when neither is set)
+[ -f "$DATA/train.parquet" ] || "$PY" -m hybridrl data gsm8k ${GSM8K_SOURCE:+--input "$GSM8K_SOURCE"} --output "$DATA"
 
 exec "$PY" -m hybridrl train \
     algorithm.adv_estimator=grpo \

@@ -64,3 +64,25 @@ def test_plot_to_a_name_without_extension(tmp_path, capsys):
     assert main(["plot", str(tmp_path), "-o", str(tmp_path / "curves")]) == 2
     assert one_line_error(capsys, "plot") == f"-o {tmp_path}/curves: cannot write an image without an extension, " \
                                              "which gives its format; name it .png (or .pdf, .svg)"
+
+
+def test_data_gsm8k_without_input_names_the_flag_and_the_variable(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("HYBRIDRL_DATA_DIR", raising=False)
+    assert main(["data", "gsm8k", "--output", str(tmp_path / "out")]) == 2
+    assert one_line_error(capsys, "data") == "no input: give --input DIR (a local gsm8k file or folder; nothing is " \
+                                             "downloaded), or set HYBRIDRL_DATA_DIR to a folder holding gsm8k/"
+    assert main(["data", "math", "--output", str(tmp_path / "out")]) == 2
+    assert one_line_error(capsys, "data").endswith("set HYBRIDRL_DATA_DIR to a folder holding math500/")
+    assert not (tmp_path / "out").exists()
+
+
+def test_data_gsm8k_reads_hybridrl_data_dir_when_input_is_absent(tmp_path, capsys, monkeypatch):
+    # one GSM8K row (question, answer with '#### 18') under $HYBRIDRL_DATA_DIR/gsm8k/test.jsonl
+    (tmp_path / "raw" / "gsm8k").mkdir(parents=True)
+    (tmp_path / "raw" / "gsm8k" / "test.jsonl").write_text(
+        '{"question": "What is 9+9?", "answer": "9+9=18\\n#### 18"}\n')
+    monkeypatch.setenv("HYBRIDRL_DATA_DIR", str(tmp_path / "raw"))
+    assert main(["data", "gsm8k", "--output", str(tmp_path / "out")]) == 0
+    assert f"wrote {tmp_path / 'out' / 'test.parquet'} (test)" in capsys.readouterr().out
+    import pyarrow.parquet as pq
+    assert pq.read_table(tmp_path / "out" / "test.parquet").to_pylist()[0]["reward_model"]["ground_truth"] == "18"
