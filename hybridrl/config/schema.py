@@ -115,7 +115,7 @@ class TrainerConfig:
     total_epochs: int = doc(1, "passes over the training prompts", ge=1)
     total_training_steps: Optional[int] = doc(200, "stop after this many steps (null: total_epochs decides); 200: "
                                                    "the bundled run gains >= 35 points on every seed measured, in "
-                                                   "about 2 minutes on 2 cores (bench/default_run.py)", ge=1)
+                                                   "under 90 s on 2 quiet cores (bench/default_run.py)", ge=1)
     test_freq: int = doc(10, "validate every N steps and at the last one; -1: never, as in verl (val_before_train aside)",
                          ge=-1, hint="(N > 0: every N steps and the last; -1 or 0: never)")
     val_before_train: bool = doc(True, "validate before the first step")
