@@ -1,7 +1,7 @@
 """bf16 against fp32 on the default task (issue #21): `hybridrl train` with the built-in config, two seeds
 per precision, the validation curves side by side and one `hybridrl plot` figure of all four runs.
 
-    .venv/bin/python bench/precision_curves.py                 # 4 runs of 100 steps, ~8 min on 2 cores
+    .venv/bin/python bench/precision_curves.py                 # 4 runs of the default 200 steps, ~10 min on 2 quiet cores
     .venv/bin/python bench/precision_curves.py --seeds 1 --steps 20
 
 bf16 here is every bf16 lever at once: the policy computes under bf16 autocast over fp32 master weights and

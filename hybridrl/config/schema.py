@@ -113,7 +113,9 @@ class TrainerConfig:
                                           "each token (same forward), and which tokens are trained on "
                                           "(hybridrl view colours tokens by them)")
     total_epochs: int = doc(1, "passes over the training prompts", ge=1)
-    total_training_steps: Optional[int] = doc(100, "stop after this many steps (null: total_epochs decides)", ge=1)
+    total_training_steps: Optional[int] = doc(200, "stop after this many steps (null: total_epochs decides); 200: "
+                                                   "the bundled run gains >= 35 points on every seed measured, in "
+                                                   "under 90 s on 2 quiet cores (bench/default_run.py)", ge=1)
     test_freq: int = doc(10, "validate every N steps and at the last one; -1: never, as in verl (val_before_train aside)",
                          ge=-1, hint="(N > 0: every N steps and the last; -1 or 0: never)")
     val_before_train: bool = doc(True, "validate before the first step")

@@ -20,6 +20,7 @@ VERL_DEFAULTS: dict[str, Any] = {
     "algorithm.adv_estimator": "gae",
     "actor_rollout_ref.rollout.n": 1,
     "actor_rollout_ref.actor.optim.lr": 1e-6,
+    "actor_rollout_ref.actor.optim.warmup_style": "constant",
     "data.train_batch_size": 1024,
     "actor_rollout_ref.actor.ppo_mini_batch_size": 256,
     "data.max_prompt_length": 512,

@@ -98,10 +98,11 @@ def test_a_changed_learning_rate_takes_effect_on_an_allowed_resume(arith_data, t
     from run_helpers import metrics
 
     run = tmp_path / "run"
-    train(overrides(arith_data, run, 2, "actor_rollout_ref.actor.optim.lr=1e-3"))
+    const = "actor_rollout_ref.actor.optim.warmup_style=constant"  # the logged lr is then the configured one
+    train(overrides(arith_data, run, 2, "actor_rollout_ref.actor.optim.lr=1e-3", const))
     lines = []
-    train(overrides(arith_data, run, 4, "actor_rollout_ref.actor.optim.lr=3e-4", "trainer.resume_allow_config_change=true"),
-          log=lines.append)
+    train(overrides(arith_data, run, 4, "actor_rollout_ref.actor.optim.lr=3e-4", const,
+                    "trainer.resume_allow_config_change=true"), log=lines.append)
     assert any(line.startswith(f"note: resuming {run}/global_step_2 with a changed config (trainer.resume_allow_config_"
                                "change=true): actor_rollout_ref.actor.optim.lr: 0.001 -> 0.0003") for line in lines)
     assert [(r["step"], r.get("actor/lr")) for r in metrics(run)] == [(0, None), (1, 1e-3), (2, 1e-3), (3, 3e-4),

@@ -28,7 +28,7 @@ def test_defaults_load_without_file_or_overrides():
     assert cfg.data.train_files == ["data/arithmetic/train.parquet"]
     assert cfg.actor_rollout_ref.rollout.n == 8
     assert cfg.actor_rollout_ref.actor.use_kl_loss is False
-    assert cfg.trainer.total_training_steps == 100
+    assert cfg.trainer.total_training_steps == 200
     assert cfg.trainer.logger == ["console", "file"]
 
 

@@ -95,3 +95,36 @@ def test_plain_fp32_parameters_get_fused_adamw_with_the_same_update():
         assert torch.allclose(p, q, atol=1e-6)
     half, _ = build_optimizer(torch.nn.Linear(2, 2).half().parameters(), 1e-2, 0.0, [0.9, 0.999], 0, 1, "constant", 0)
     assert not half.defaults["fused"]  # not every parameter is plain fp32: torch's default implementation
+
+
+def test_the_default_run_decays_the_actor_lr_by_a_cosine_to_zero_and_keeps_the_critic_constant():
+    """The built-in run (issue #37): 200 steps, one optimizer step each (ppo_mini_batch_size equals
+    train_batch_size, one epoch), the actor's lr 2e-4 * (1 + cos(pi * s / 200)) / 2 at optimizer step s;
+    the critic keeps verl's constant schedule. Values by hand: cos(pi/4) = sqrt(2)/2, and at the last
+    step (1 - cos(pi/200)) / 2 = sin(pi/400)^2."""
+    import torch
+
+    from hybridrl.config.loader import load_config
+    from hybridrl.config.schema import RLConfig
+    from hybridrl.workers.build import _optimizer
+
+    cfg = load_config(RLConfig, None, [])
+    actor = cfg.actor_rollout_ref.actor
+    assert (cfg.trainer.total_training_steps, actor.ppo_mini_batch_size, actor.ppo_epochs) == (200, 32, 1)
+    assert cfg.data.train_batch_size == 32
+    optimizer, scheduler = _optimizer(torch.nn.Linear(2, 2), actor.optim, total=200)
+    lrs = []
+    for _ in range(200):
+        lrs.append(scheduler.get_last_lr()[0])
+        optimizer.step()
+        scheduler.step()
+    assert lrs[0] == pytest.approx(2e-4, rel=1e-12)
+    assert lrs[50] == pytest.approx(2e-4 * (0.5 + math.sqrt(2) / 4), rel=1e-12)
+    assert lrs[100] == pytest.approx(1e-4, rel=1e-12)
+    assert lrs[150] == pytest.approx(2e-4 * (0.5 - math.sqrt(2) / 4), rel=1e-12)
+    assert lrs[199] == pytest.approx(2e-4 * math.sin(math.pi / 400) ** 2, rel=1e-9)
+    _, critic = _optimizer(torch.nn.Linear(2, 2), cfg.critic.optim, total=200)
+    for _ in range(150):
+        critic.optimizer.step()
+        critic.step()
+    assert critic.get_last_lr() == [1e-5]
