@@ -27,7 +27,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path[:0] = [HERE, ROOT]  # this checkout's hybridrl, as its runs (`python -m hybridrl` in ROOT) use
-from precision_curves import cpu_line  # noqa: E402  (CPU kind and measured matmul peaks)
+from precision_curves import cpu_line, write_results  # noqa: E402  (CPU kind and matmul peaks; the result files)
 
 DEFAULT_SEED = 1  # data.seed's and trainer.seed's schema default
 PRECISIONS = {"auto": None, "fp32": "fp32"}  # name -> HYBRIDRL_AUTO_DTYPE (None: unset, this CPU's choice)
@@ -108,10 +108,7 @@ def main() -> None:
                    check=True, cwd=ROOT)
     cmd = ("python bench/default_run.py " + " ".join(sys.argv[1:])).strip()
     md = markdown(results, cmd, cpu)
-    out = os.path.join(ROOT, "bench", "results", "default_run")
-    json.dump({"cpu": cpu, "command": cmd, "results": results}, open(out + ".json", "w"), indent=1)
-    open(out + ".md", "w").write(md)
-    print(md)
+    write_results("default_run", {"cpu": cpu, "command": cmd, "results": results}, md)
 
 
 if __name__ == "__main__":

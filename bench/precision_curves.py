@@ -120,8 +120,13 @@ def main() -> None:
     subprocess.run([BIN, "plot", *[os.path.join(a.out, n) for n in results], "-o", png], check=True)
     cmd = "python bench/precision_curves.py " + " ".join(sys.argv[1:])
     md = markdown(results, cmd.strip(), cpu)
-    out = os.path.join(ROOT, "bench", "results", "precision_curves")
-    json.dump({"cpu": cpu, "command": cmd, "results": results}, open(out + ".json", "w"), indent=1)
+    write_results("precision_curves", {"cpu": cpu, "command": cmd, "results": results}, md)
+
+
+def write_results(name: str, payload: dict, md: str) -> None:
+    """bench/results/<name>.json (the runs) and .md (the table), and the table on stdout."""
+    out = os.path.join(ROOT, "bench", "results", name)
+    json.dump(payload, open(out + ".json", "w"), indent=1)
     open(out + ".md", "w").write(md)
     print(md)
 
