@@ -16,7 +16,7 @@ ConfigLike = Union[str, "os.PathLike[str]", Mapping[str, Any], RLConfig]
 
 def train(config: ConfigLike = None, *, data: Any = None, val_data: Any = None, reward: Any = None,
           reward_weights: Optional[Sequence[float]] = None, callbacks: Iterable[Any] = (),
-          log: Optional[Callable[[str], None]] = None) -> Run:
+          agent: Optional[Callable[..., Any]] = None, log: Optional[Callable[[str], None]] = None) -> Run:
     """Train as `hybridrl train` does and return the Run.
 
     config: a dict of config keys (verl's dotted names, `{"algorithm.adv_estimator": "grpo"}`, or nested dicts),
@@ -30,6 +30,9 @@ def train(config: ConfigLike = None, *, data: Any = None, val_data: Any = None, 
         `reward_weights`; instead of custom_reward_function.path. None: the built-in scorer of each data_source.
     callbacks: objects with on_step_end / on_validation / on_save, or functions of those names
         (trainer/callbacks.py).
+    agent: `async def agent(client, row) -> float | dict`, whose chat completions through `client` (an
+        openai.AsyncOpenAI) the policy generates and trains on (docs/agents.md); instead of
+        actor_rollout_ref.rollout.agent.path. None: the engine answers the prompts itself.
     log: where hybridrl's own lines go (None: printed, as the CLI prints them); the step lines are
         trainer.logger's (its console logger prints them).
     """
@@ -40,6 +43,8 @@ def train(config: ConfigLike = None, *, data: Any = None, val_data: Any = None, 
     hooks = Callbacks([callbacks] if _single_callback(callbacks) else callbacks)
     file, values = config_source(config)
     cfg, plan = _load(file, values)  # every config problem before anything is written
+    if agent is not None:
+        _check_agent(cfg, agent)
     if reward is not None and cfg.custom_reward_function.path is not None:
         raise ConfigError(f"reward= and custom_reward_function.path={cfg.custom_reward_function.path!r} both name "
                           "the reward function; give one")
@@ -49,8 +54,22 @@ def train(config: ConfigLike = None, *, data: Any = None, val_data: Any = None, 
         text_prompts = written.text_prompts
         cfg, plan = _load(file, values)
     ref = function_ref(reward, reward_weights, text_prompts)
-    summary = launch(cfg, plan, reward=ref, callbacks=hooks, log=log)
+    summary = launch(cfg, plan, reward=ref, callbacks=hooks, log=log, agent=agent)
     return Run(os.path.abspath(cfg.trainer.default_local_dir), summary, cfg)
+
+
+def _check_agent(cfg: RLConfig, agent: Any) -> None:
+    """agent= is an async function of (client, row), the config does not name one too, and nothing in the config
+    conflicts with agent rollouts (the same rules as actor_rollout_ref.rollout.agent.path's)."""
+    from hybridrl.config.agent_checks import KEY, agent_conflicts
+    from hybridrl.errors import raise_all
+    from hybridrl.rollout.agent.loading import check_agent
+
+    check_agent(agent, f"agent={getattr(agent, '__name__', type(agent).__name__)}")
+    if cfg.actor_rollout_ref.rollout.agent.path is not None:
+        raise ConfigError(f"agent= and {KEY}.path={cfg.actor_rollout_ref.rollout.agent.path!r} both name the agent; "
+                          "give one")
+    raise_all(agent_conflicts(cfg, "agent="))
 
 
 def _single_callback(callbacks: Any) -> bool:

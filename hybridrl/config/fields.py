@@ -35,6 +35,7 @@ ROLLOUT_DTYPES = ("float32", "bfloat16", "float16", "auto")  # float16: vllm onl
 KL_CTRL_TYPES = ("fixed", "adaptive")
 FILTER_METRICS = ("acc", "score", "seq_reward")
 ON_ERROR = ("raise", "zero")
+AGENT_ON_ERROR = ("zero", "fail")  # an agent that raises: a masked-out row with reward 0, or the step fails
 REWARD_MANAGERS = ("naive", "batch", "dapo")
 RESUME_MODES = ("auto", "disable", "resume_path")
 BACKENDS = ("auto", "local", "ray")

@@ -15,6 +15,7 @@ from typing import Any, Callable, Mapping, Optional
 
 from hybridrl.algos.advantages import ADV_ESTIMATORS
 from hybridrl.algos.distill import NO_TEACHER_GRADIENT, UNBIASED_AS_REWARD
+from hybridrl.config.agent_checks import check_agent
 from hybridrl.config.async_checks import check_async
 from hybridrl.config.choice_keys import check_choice_keys
 from hybridrl.config.derive import derive_micro_batches
@@ -164,7 +165,7 @@ def check_rl_config(cfg: RLConfig, problems: Problems) -> Optional[BatchPlan]:
         setattr(cfg, GIVEN_INERT, tuple(inert_keys(cfg)))
     resolve_backend(cfg)  # auto -> local | ray, before anything reads it
     for fn in (_check_custom_reward_file, _check_reward, _check_checkpointing, _check_multi_turn, _check_sampling, _check_dapo,
-               _check_vllm, _check_distillation, check_async):
+               _check_vllm, _check_distillation, check_async, check_agent):
         check(fn, cfg)
     check(check_loggers, cfg.trainer.logger)
     check(check_choice_keys, cfg)  # every registry name, whether or not its switch is on

@@ -307,8 +307,12 @@ _ROLLOUT = [
        "engine", "hybridrl's engines are hf and vllm", f"vLLM's options go in {_VLLM_KWARGS}", (None,)),
     _k(f"{R}.agent.num_workers", "processes that run the agent loop", "hybridrl runs no agent loop",
        "remove the key", ANY),
-    _k(f"{R}.agent.*", "the agent loop (rollouts as per-sample agent programs on an async server)",
-       "hybridrl's tool-using rollouts are actor_rollout_ref.rollout.multi_turn", "remove the key; see "
+    # verl's own agent keys; actor_rollout_ref.rollout.agent.{path,name,timeout_s,...} are hybridrl's (schema), so a
+    # typo in those gets "did you mean"
+    _k((f"{R}.agent._target_", f"{R}.agent.default_agent_loop", f"{R}.agent.agent_loop_config_path",
+        f"{R}.agent.custom_async_server.*"), "the agent loop (rollouts as per-sample agent programs on an async server)",
+       "hybridrl runs your own agent function through an OpenAI-compatible proxy, or its built-in tool loop",
+       "remove the key; see actor_rollout_ref.rollout.agent.path (docs/agents.md) or "
        "actor_rollout_ref.rollout.multi_turn.*", ("single_turn_agent", None)),
     _k(f"{R}.checkpoint_engine.backend", "the transport that moves actor weights into the engine (naive, "
        "nccl, nixl)", "hybridrl's hf engine shares the policy's weights and vllm reloads them from shared "

@@ -102,8 +102,11 @@ class RewardManager:
                 "and count them (reward/errors)")
         return results
 
-    def score(self, rollout: Rollout) -> RewardOutput:
-        texts, n = self.decode(rollout), len(rollout.uid)
+    def score(self, rollout: Rollout, texts: Optional[list[str]] = None) -> RewardOutput:
+        """`texts`: the responses as the scorers see them; None: decode(rollout). Agent rollouts give the final
+        assistant turn of each trajectory (rollout/agent/scoring.py)."""
+        texts = self.decode(rollout) if texts is None else texts
+        n = len(rollout.uid)
         s = self.settings
         results = self._rule_scores(rollout, texts) if self.use_rules else [Scored(0.0, {})] * n
         rule = torch.tensor([r.score for r in results], dtype=torch.float32)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Optional
+from typing import Callable, Optional
 
 from omegaconf import OmegaConf
 
@@ -151,11 +151,13 @@ def reward_manager(cfg: RLConfig, tokenizer, model=None, function: Optional[Func
     return RewardManager(tokenizer, ScoringPool(ref, rm.num_workers, rm.timeout_s), settings, model)
 
 
-def build_run(cfg: RLConfig, plan: BatchPlan, log=print, reward: Optional[FunctionRef] = None) -> RLRun:
+def build_run(cfg: RLConfig, plan: BatchPlan, log=print, reward: Optional[FunctionRef] = None,
+              agent: Optional[Callable] = None) -> RLRun:
     """The run's collaborators. It decides where to resume before it writes anything (a refused resume
     leaves the folder as it was), then holds the folder's lock (`RLRun.lock`) until the trainer ends (or
     this fails); the decision is made again under the lock if the checkpoints changed in between.
-    `reward`: a reward function given from Python (hybridrl.train), scored on this driver."""
+    `reward`: a reward function given from Python (hybridrl.train), scored on this driver; `agent`: an agent function
+    given from Python (else rollout.agent.path's, if set)."""
     for warning in config_warnings(cfg):
         log(f"WARNING: {warning}")
     log(check_memory(cfg, plan).describe().splitlines()[0])  # refuses a config that cannot fit, before any load
@@ -171,7 +173,7 @@ def build_run(cfg: RLConfig, plan: BatchPlan, log=print, reward: Optional[Functi
     try:
         if checkpoint_listing(tr.default_local_dir) != seen:  # a run that ended meanwhile saved or pruned: decide again
             resume = resume_point(cfg, log)
-        run = _build_run(cfg, plan, resume, log, reward)
+        run = _build_run(cfg, plan, resume, log, reward, agent)
     except BaseException:
         lock.release()
         raise
@@ -180,8 +182,12 @@ def build_run(cfg: RLConfig, plan: BatchPlan, log=print, reward: Optional[Functi
 
 
 def _build_run(cfg: RLConfig, plan: BatchPlan, resume: Optional[ResumePoint], log,
-               function: Optional[FunctionRef] = None) -> RLRun:
+               function: Optional[FunctionRef] = None, agent: Optional[Callable] = None) -> RLRun:
     d, arr, tr = cfg.data, cfg.actor_rollout_ref, cfg.trainer
+    if agent is None and arr.rollout.agent.path is not None:
+        from hybridrl.rollout.agent.loading import load_agent
+
+        agent = load_agent(arr.rollout.agent.path, arr.rollout.agent.name)
     run_dir = tr.default_local_dir
     if tr.save_freq != 0:  # a full disk fails now, not at the first save
         folders = [arr.model.path] + ([cfg.critic.model.path or arr.model.path] if needs_critic(cfg) else [])
@@ -211,7 +217,7 @@ def _build_run(cfg: RLConfig, plan: BatchPlan, resume: Optional[ResumePoint], lo
         os.makedirs(run_dir, exist_ok=True)
         OmegaConf.save(OmegaConf.structured(cfg), os.path.join(run_dir, "config.yaml"))
         return _assemble(cfg, plan, total, tokenizer, train_data, val_data, resume, policy, reference, critic,
-                         teacher, workers, reward)
+                         teacher, workers, reward, agent)
     except BaseException:
         for thing in reversed(opened):
             thing.close()
@@ -221,7 +227,7 @@ def _build_run(cfg: RLConfig, plan: BatchPlan, resume: Optional[ResumePoint], lo
 def _assemble(cfg: RLConfig, plan: BatchPlan, total: int, tokenizer, train_data: RLDataset,
               val_data: Optional[RLDataset], resume: Optional[ResumePoint], policy: PolicyRole,
               reference: Optional[ReferenceRole], critic: Optional[CriticRole], teacher: Optional[TeacherRole],
-              workers, reward: RewardManager) -> RLRun:
+              workers, reward: RewardManager, agent: Optional[Callable] = None) -> RLRun:
     d, arr, alg, tr = cfg.data, cfg.actor_rollout_ref, cfg.algorithm, cfg.trainer
     rollout, kc, run_dir = arr.rollout, alg.kl_ctrl, tr.default_local_dir
     prompts_per_round = d.gen_batch_size or d.train_batch_size
@@ -246,5 +252,5 @@ def _assemble(cfg: RLConfig, plan: BatchPlan, total: int, tokenizer, train_data:
         checkpointing=Checkpointing(tr.save_freq, tr.max_actor_ckpt_to_keep, tr.max_critic_ckpt_to_keep),
         # the rollout pool's queue only reads the run's parts: building it starts nothing
         source=rollout_source(cfg, inputs, loop.n, plan.prompts_per_step, loop.group_filter, total,
-                              getattr(workers, "rollout", None)),
+                              getattr(workers, "rollout", None), agent),
     )

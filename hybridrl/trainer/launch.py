@@ -17,9 +17,11 @@ from hybridrl.trainer.rl import RunSummary
 
 
 def launch(cfg: RLConfig, plan: BatchPlan, *, reward: Optional[FunctionRef] = None,
-           callbacks: Optional[Callbacks] = None, log: Optional[Callable[[str], None]] = None) -> RunSummary:
+           callbacks: Optional[Callbacks] = None, log: Optional[Callable[[str], None]] = None,
+           agent: Optional[Callable] = None) -> RunSummary:
     """Build and fit the run of `cfg` (validated: config/validate.load_rl_config gave `plan`). `reward`: a reward
-    function from Python instead of custom_reward_function.*; `log`: where hybridrl's own lines go (None: the
+    function from Python instead of custom_reward_function.*; `agent`: an agent function from Python instead of
+    actor_rollout_ref.rollout.agent.path; `log`: where hybridrl's own lines go (None: the
     console, as the CLI prints them; the step lines are trainer.logger's)."""
     from hybridrl.library_logs import route_library_logging
     from hybridrl.trainer.build import build_run
@@ -37,7 +39,7 @@ def launch(cfg: RLConfig, plan: BatchPlan, *, reward: Optional[FunctionRef] = No
         with progress.reporting() as shown:  # from here on, what runs is shown (hybridrl/progress.py)
             write = log or shown.write
             with progress.phase("setup"):  # tokenizing the data, loading the models, starting workers or engines
-                run = build_run(cfg, plan, log=write, reward=reward)
+                run = build_run(cfg, plan, log=write, reward=reward, agent=agent)
             write(f"{len(run.train_data)} training prompts, {run.total_steps} steps; run folder {run.run_dir}")
             summary = RLTrainer(run, log=write, callbacks=callbacks).fit()
     except Interrupted as e:

@@ -39,6 +39,8 @@ def timed(metrics: dict[str, float], name: str) -> Iterator[None]:
 
 def _stats(prefix: str, values: Tensor) -> dict[str, float]:
     values = values.float()
+    if values.numel() == 0:  # no token to report on (an agent batch in which every agent failed): 0, not a crash
+        return {f"{prefix}/mean": 0.0, f"{prefix}/max": 0.0, f"{prefix}/min": 0.0}
     return {f"{prefix}/mean": values.mean().item(), f"{prefix}/max": values.max().item(),
             f"{prefix}/min": values.min().item()}
 

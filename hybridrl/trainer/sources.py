@@ -7,14 +7,14 @@ schedule, so that trainer/rl.py never asks which one it runs.
   trainer within the staleness bound, and scored; its lag says how π_old is obtained (trainer/old_policy.py);
   the pool gets the trainer's weights at the start and every trigger_parameter_sync_step steps.
 
-A new source (agent rollouts through a proxy) implements RolloutSource beside these, generating through
-`collect_rollout(..., generate=its own)`, and is chosen in `rollout_source`.
+- AgentSource (trainer/agent_source.py): the user's agents make the batch through the OpenAI-compatible proxy
+  (rollout/agent/); staleness 0.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional, Protocol
+from typing import Callable, Optional, Protocol
 
 from hybridrl.batch import PromptBatch, Rollout
 from hybridrl.rewards.manager import RewardOutput
@@ -101,8 +101,14 @@ class AsyncSource:
 
 
 def rollout_source(cfg, inputs: RolloutInputs, n: int, num_groups: int, group_filter: Optional[GroupFilter],
-                   total_steps: int, pool) -> RolloutSource:
-    """The run's source: asynchronous when cfg has a rollout pool (`pool`: RayRoles.rollout), else synchronous."""
+                   total_steps: int, pool, agent: Optional[Callable] = None) -> RolloutSource:
+    """The run's source: the agents' when there is an agent function (`agent`: hybridrl.train's agent= or
+    rollout.agent.path's; config/agent_checks.py refuses it with a pool or a group filter), asynchronous when cfg
+    has a rollout pool (`pool`: RayRoles.rollout), else synchronous."""
+    if agent is not None:
+        from hybridrl.trainer.agent_source import AgentSettings, AgentSource  # it imports this module
+
+        return AgentSource(inputs, agent, AgentSettings.of_config(cfg), n, num_groups)
     rollouts = AsyncRollouts.of_config(cfg, inputs, n, total_steps, pool)
     if rollouts is None:
         return SyncSource(inputs, n, num_groups, group_filter)

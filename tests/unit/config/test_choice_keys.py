@@ -24,7 +24,8 @@ CHOICES = {**DECLARED, **REGISTRY, **DTYPES, **LISTS}
 # string keys whose value is free text: paths, names, column names, module names
 FREE_TEXT = {"data.train_files", "data.val_files", "data.prompt_key", "data.reward_fn_key", f"{ARR}.model.path",
              f"{ARR}.model.target_modules", f"{ARR}.model.exclude_modules", f"{ARR}.model.lora_adapter_path",
-             f"{ARR}.rollout.multi_turn.tool_config_path", "critic.model.path", "critic.model.target_modules",
+             f"{ARR}.rollout.multi_turn.tool_config_path", f"{ARR}.rollout.agent.path", f"{ARR}.rollout.agent.name",
+             "critic.model.path", "critic.model.target_modules",
              "critic.model.exclude_modules", "reward_model.model.path", "custom_reward_function.path",
              "custom_reward_function.name", "distillation.teacher_model.model_path", "trainer.project_name",
              "trainer.experiment_name", "trainer.rollout_data_dir", "trainer.validation_data_dir",

@@ -23,6 +23,7 @@ FREE_STRINGS = {
     "data.prompt_key", "data.reward_fn_key", "actor_rollout_ref.model.path", "actor_rollout_ref.model.lora_adapter_path",
     "actor_rollout_ref.actor.policy_loss.loss_mode", "actor_rollout_ref.actor.loss_agg_mode",
     "actor_rollout_ref.actor.kl_loss_type", "actor_rollout_ref.rollout.multi_turn.tool_config_path",
+    "actor_rollout_ref.rollout.agent.path", "actor_rollout_ref.rollout.agent.name",
     "critic.model.path", "critic.loss_agg_mode", "algorithm.adv_estimator", "algorithm.kl_penalty",
     "algorithm.rollout_correction.rollout_is", "algorithm.rollout_correction.rollout_rs", "reward_model.model.path",
     "custom_reward_function.path",

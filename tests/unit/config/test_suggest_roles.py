@@ -36,7 +36,8 @@ def test_a_role_typed_gets_its_own_keys(typed, expected):
 
 @pytest.mark.parametrize("typed,expected", [
     ("model.path", [f"{ARR}.model.path", "critic.model.path", "reward_model.model.path"]),  # nobody's: all of them
-    ("path", [f"{ARR}.model.path", "critic.model.path", "reward_model.model.path", "custom_reward_function.path"]),
+    ("path", [f"{ARR}.model.path", f"{ARR}.rollout.agent.path", "critic.model.path", "reward_model.model.path",
+              "custom_reward_function.path"]),
     ("fsdp_config.param_offload", [f"{ARR}.actor.fsdp_config.param_offload", f"{ARR}.ref.fsdp_config.param_offload",
                                    "critic.model.fsdp_config.param_offload"]),
 ])
