@@ -181,8 +181,9 @@ class AgentConfig:
     path: Optional[str] = doc(None, "Python file defining the agent, `async def agent(client, row) -> float | dict` "
                                     "(null: no agent; the engine answers the dataset prompts itself)")
     name: str = doc("agent", "name of the agent function in path")
-    timeout_s: float = doc(300.0, "seconds one agent may run in a step; then it is cancelled, its row gets reward 0 "
-                                  "and no training signal (agent/timeouts)", gt=0)
+    timeout_s: float = doc(300.0, "seconds one agent may spend in a step outside its chat completions (its own code "
+                                  "and tools; a completion's wait for the policy is not counted); then it is "
+                                  "cancelled, its row gets reward 0 and no training signal (agent/timeouts)", gt=0)
     max_turns: int = doc(8, "most chat completions one agent may ask for in a step; the next one is refused with an "
                             "HTTP 400 (agent/limit_hits)", ge=1)
     max_tokens: Optional[int] = doc(None, "most tokens the policy generates for one agent over all its turns "

@@ -4,7 +4,9 @@
 background thread, once per run. `run` runs one step: it swaps in the step's batcher and recorders (the app reads
 them through `_Current`, so the server is not restarted), runs `agent(client, row)` for every row concurrently on
 that loop, each with its own `openai.AsyncOpenAI` (max_retries=0: a retried request would be recorded twice), each
-cancelled after `timeout_s`, and leaves the batcher for every agent that finished, failed or was cancelled, so the
+cancelled once it has spent `timeout_s` seconds of its own (outside its chat completions: the time a completion waits
+for the barrier and the engine is not counted, so one hung agent that holds the barrier up does not use up the
+others' time), and leaves the batcher for every agent that finished, failed or was cancelled, so the
 others never wait for it. It returns once no request is being answered and no engine call runs, so the trainer never
 updates the weights under a generation.
 """
@@ -41,13 +43,37 @@ class StepCounts:
 
 
 class _Current:
-    """The step's batcher, as the app sees it (the app is built once; each step has its own Batcher)."""
+    """The step's batcher, as the app sees it (the app is built once; each step has its own Batcher), and the time
+    each agent's completions spent waiting (for the barrier and the engine), which its timeout does not count."""
 
     def __init__(self):
         self.batcher: Optional[Batcher] = None
+        self.waited: list[float] = []  # per agent, seconds spent in finished completions
+        self.since: dict[int, float] = {}  # agent -> when its completion in progress started waiting
+
+    def reset(self, batcher: Batcher, k: int) -> None:
+        self.batcher, self.waited, self.since = batcher, [0.0] * k, {}
 
     async def generate(self, agent: int, prompt: list[int], max_new_tokens: int):
-        return await self.batcher.generate(agent, prompt, max_new_tokens)
+        batcher, start = self.batcher, time.monotonic()
+        self.since[agent] = start
+        try:
+            return await batcher.generate(agent, prompt, max_new_tokens)
+        except asyncio.CancelledError:
+            if agent in batcher.live:
+                raise
+            # the agent left (timed out) while this request waited: an error answer, not a traceback in the log
+            raise APIError(409, f"agent {agent} left this rollout step (timed out)", None, "agent_left") from None
+        finally:
+            if batcher is self.batcher:
+                self.waited[agent] += time.monotonic() - start
+                self.since.pop(agent, None)
+
+    def own_time(self, agent: int, start: float) -> float:
+        """Seconds since `start` agent `agent` spent outside its completions (its own code and tools)."""
+        now = time.monotonic()
+        waiting = now - self.since[agent] if agent in self.since else 0.0
+        return now - start - self.waited[agent] - waiting
 
 
 class _Gate:
@@ -129,7 +155,7 @@ class ProxyServer:
         k, self.steps = len(rows), self.steps + 1
         self.app.prefix = f"/s{self.steps}"
         batcher = Batcher(engine_call, k)
-        self.current.batcher = batcher
+        self.current.reset(batcher, k)
         self.recorders[:] = [Recorder(self.tokenizer) for _ in range(k)]
         self.counts["turns"], self.counts["malformed_tool_calls"], self.limit_hits = [0] * k, 0, 0
         ended = await asyncio.gather(*[self._one(agent, i, rows[i], batcher, timeout_s) for i in range(k)])
@@ -149,11 +175,14 @@ class ProxyServer:
         start = time.monotonic()
         task = asyncio.ensure_future(agent(client, copy.deepcopy(row)))  # an agent may edit its row
         try:
-            done, _ = await asyncio.wait({task}, timeout=timeout_s)
-            if not done:
+            while not task.done():  # the timeout counts the agent's own time: not its completions' waits
+                left = timeout_s - self.current.own_time(i, start)
+                if left > 0:
+                    await asyncio.wait({task}, timeout=left)
+                    continue
                 task.cancel()
                 await asyncio.wait({task}, timeout=CANCEL_GRACE_S)  # one that ignores the cancel is left behind
-                return TIMEOUT, None, f"timed out after {timeout_s:g}s", time.monotonic() - start
+                return TIMEOUT, None, f"timed out: {timeout_s:g}s of its own time", time.monotonic() - start
             if task.cancelled():  # it cancelled itself
                 return ERROR, None, "CancelledError: the agent was cancelled", time.monotonic() - start
             if task.exception() is not None:
