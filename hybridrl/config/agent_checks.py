@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from hybridrl.config.async_checks import async_enabled
 from hybridrl.config.schema import RLConfig
-from hybridrl.errors import raise_all
+from hybridrl.errors import ConfigError, messages_of, raise_all
 
 KEY = "actor_rollout_ref.rollout.agent"
 
@@ -42,5 +42,8 @@ def check_agent(cfg: RLConfig) -> None:
     from hybridrl.rollout.agent.loading import load_agent
 
     errors = agent_conflicts(cfg, f"{KEY}.path")
-    load_agent(agent.path, agent.name)  # a missing file or a wrong function fails now, not at the first step
+    try:
+        load_agent(agent.path, agent.name)  # a missing file or a wrong function fails now, not at the first step
+    except ConfigError as e:
+        errors = messages_of(e) + errors  # every problem at once
     raise_all(errors)

@@ -76,6 +76,11 @@ def test_what_agent_rollouts_cannot_do_yet_is_refused(agents_file, override, say
     assert any(says in e for e in errors), errors
 
 
+def test_a_wrong_function_and_a_conflict_are_reported_together(agents_file):
+    errors = _errors(f"{KEY}.path={agents_file}", f"{KEY}.name=blocking", "actor_rollout_ref.rollout.name=vllm")
+    assert len(errors) == 2 and "is not an async function" in errors[0] and "rollout.name=vllm" in errors[1], errors
+
+
 def test_async_training_is_refused_with_an_agent(agents_file):
     errors = _errors(f"{KEY}.path={agents_file}", "trainer.backend=ray", "rollout.n_gpus_per_node=1",
                      "rollout.nnodes=1")

@@ -86,7 +86,7 @@ def test_the_resume_is_decided_again_when_a_run_ending_meanwhile_saved(tmp_path,
         intact_checkpoint(run, 4, cfg)
         return real_lock(*a, **k)
 
-    def built(cfg, plan, resume, log, function=None):
+    def built(cfg, plan, resume, log, function=None, agent=None):
         chosen.append(resume.step)
         raise KeyboardInterrupt  # stop before loading models
 
