@@ -129,7 +129,8 @@ class ProxyServer:
         app.add_exception_handler(APIError, counted)
         self.app = _Gate(app)
         self.server = uvicorn.Server(uvicorn.Config(self.app, host="127.0.0.1", port=0, log_level="warning",
-                                                    lifespan="off"))
+                                                    lifespan="off",
+                                                    timeout_graceful_shutdown=2))
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, name="hybridrl-agent-proxy", daemon=True)
         self.thread.start()
@@ -149,7 +150,12 @@ class ProxyServer:
     def run(self, agent: Callable, rows: list[dict], engine_call: EngineCall, timeout_s: float
             ) -> tuple[list[AgentOutcome], StepCounts]:
         """Run `agent` on every row (agent i gets rows[i] and /agents/i/v1); per agent how it ended."""
-        return asyncio.run_coroutine_threadsafe(self._run(agent, rows, engine_call, timeout_s), self.loop).result()
+        step = asyncio.run_coroutine_threadsafe(self._run(agent, rows, engine_call, timeout_s), self.loop)
+        try:
+            return step.result()
+        except BaseException:  # Ctrl-C here, or a failure: the agents still running are cancelled, not left waiting
+            step.cancel()
+            raise
 
     async def _run(self, agent: Callable, rows: list[dict], engine_call: EngineCall, timeout_s: float):
         k, self.steps = len(rows), self.steps + 1
@@ -189,6 +195,8 @@ class ProxyServer:
                 return ERROR, None, failure(task.exception()), time.monotonic() - start
             return OK, task.result(), "", time.monotonic() - start
         finally:
+            if not task.done():  # this step was cancelled (Ctrl-C): so is the agent
+                task.cancel()
             batcher.leave(i)
             await client.close()
 
