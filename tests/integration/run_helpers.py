@@ -16,6 +16,10 @@ UNTIMED = ("timing_s/", "timing_per_token_ms/", "perf/")  # wall-clock and memor
 
 def overrides(arith_data, run_dir, steps: int, *extra: str) -> list[str]:
     return [f"data.train_files={arith_data['train']}", f"data.val_files={arith_data['val']}", "data.val_max_samples=16",
+            # a constant lr: the resume tests cut a run by giving it fewer steps, which changes a decaying schedule
+            # (the default cosine is computed over trainer.total_training_steps), so a cut-and-resumed run could
+            # not equal the uninterrupted one whatever the checkpoint holds
+            "actor_rollout_ref.actor.optim.warmup_style=constant",
             "data.train_batch_size=8", "actor_rollout_ref.actor.ppo_mini_batch_size=4",
             "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=16", "actor_rollout_ref.rollout.n=4",
             f"trainer.total_training_steps={steps}", "trainer.test_freq=3", "trainer.logger=[file]",

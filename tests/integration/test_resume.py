@@ -168,3 +168,15 @@ def test_unwritable_or_full_output_folder_fails_before_training(arith_data, tmp_
         train(overrides(arith_data, tmp_path / "run", 2))
     train(overrides(arith_data, tmp_path / "run", 2, "trainer.save_freq=0"))  # not saving: no space needed
     assert not list((tmp_path / "run").glob("global_step_*"))
+
+
+def test_resume_is_exact_under_the_default_cosine_schedule(arith_data, tmp_path):
+    """The actor's default lr decays by a cosine over trainer.total_training_steps (run_helpers pins a constant lr
+    for the tests that cut a run by shortening it): a crash after step 2 of 4 and a resume log exactly the
+    uninterrupted run's metrics, actor/lr at every step included, so the schedule's position is restored."""
+    from run_helpers import resume_equals_uninterrupted
+
+    cosine = "actor_rollout_ref.actor.optim.warmup_style=cosine"
+    resume_equals_uninterrupted(lambda d: overrides(arith_data, d, 4, cosine, "trainer.save_freq=2"), tmp_path)
+    lrs = [r["actor/lr"] for r in metrics(tmp_path / "a") if "actor/lr" in r]
+    assert len(lrs) == 4 and lrs[0] > lrs[1] > lrs[2] > lrs[3], lrs  # it decayed: the test ran the cosine
