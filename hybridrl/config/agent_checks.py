@@ -1,6 +1,7 @@
 """The rules that tie agent rollouts (actor_rollout_ref.rollout.agent.*, or hybridrl.train(agent=...)) to the rest of
-the config. This slice runs agents in synchronous training on the local backend with the hf engine; the other
-schedules and engines are refused by name (the next slice of issue #36)."""
+the config. Agents run in synchronous training, on the local or the Ray backend, with the hf or the vLLM engine
+(their completions go through the policy's generate, whichever engine and workers hold it); what they cannot do
+yet is refused by name."""
 
 from __future__ import annotations
 
@@ -23,11 +24,6 @@ def agent_conflicts(cfg: RLConfig, given: str) -> list[str]:
     if async_enabled(cfg):
         errors.append(f"asynchronous training (rollout.n_gpus_per_node x rollout.nnodes > 0) {later}; use "
                       f"synchronous training (rollout.n_gpus_per_node=0, rollout.nnodes=0) with {given}")
-    if cfg.trainer.backend == "ray":
-        errors.append(f"trainer.backend=ray {later}; use trainer.backend=local with {given}")
-    if rollout.name == "vllm":
-        errors.append(f"actor_rollout_ref.rollout.name=vllm {later}; use actor_rollout_ref.rollout.name=hf with "
-                      f"{given}")
     if cfg.algorithm.filter_groups.enable:
         errors.append(f"algorithm.filter_groups.enable=true (dynamic sampling: more generation rounds per step) {later}; "
                       f"set algorithm.filter_groups.enable=false with {given}")

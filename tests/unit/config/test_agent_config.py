@@ -66,9 +66,6 @@ def test_a_missing_file(tmp_path):
 
 @pytest.mark.parametrize("override,says", [
     ("actor_rollout_ref.rollout.multi_turn.enable=true", "multi_turn.enable=true both say how a rollout runs"),
-    ("actor_rollout_ref.rollout.name=vllm", "actor_rollout_ref.rollout.name=vllm is not yet supported with the agent "
-                                            "proxy; use actor_rollout_ref.rollout.name=hf"),
-    ("trainer.backend=ray", "trainer.backend=ray is not yet supported with the agent proxy; use trainer.backend=local"),
     ("algorithm.filter_groups.enable=true", "algorithm.filter_groups.enable=true (dynamic sampling"),
 ])
 def test_what_agent_rollouts_cannot_do_yet_is_refused(agents_file, override, says):
@@ -77,8 +74,15 @@ def test_what_agent_rollouts_cannot_do_yet_is_refused(agents_file, override, say
 
 
 def test_a_wrong_function_and_a_conflict_are_reported_together(agents_file):
-    errors = _errors(f"{KEY}.path={agents_file}", f"{KEY}.name=blocking", "actor_rollout_ref.rollout.name=vllm")
-    assert len(errors) == 2 and "is not an async function" in errors[0] and "rollout.name=vllm" in errors[1], errors
+    errors = _errors(f"{KEY}.path={agents_file}", f"{KEY}.name=blocking", "algorithm.filter_groups.enable=true")
+    assert len(errors) == 2 and "is not an async function" in errors[0] and "filter_groups" in errors[1], errors
+
+
+@pytest.mark.parametrize("overrides", [["actor_rollout_ref.rollout.name=vllm"], ["trainer.backend=ray"],
+                                       ["trainer.backend=ray", "trainer.n_gpus_per_node=2",
+                                        "actor_rollout_ref.rollout.name=vllm"]])
+def test_agents_run_on_either_engine_and_backend(agents_file, overrides):
+    assert _errors(f"{KEY}.path={agents_file}", *overrides) == []
 
 
 def test_async_training_is_refused_with_an_agent(agents_file):
