@@ -58,6 +58,7 @@ class AgentSource:
         self.inputs, self.agent, self.settings, self.n, self.num_groups = inputs, agent, settings, n, num_groups
         self.server = None
         self.engine_error: BaseException | None = None
+        self.calls = 0  # engine calls made in this step
 
     def start(self, first_step: int) -> None:
         from hybridrl.rollout.agent.proxy import AgentLimits
@@ -73,9 +74,10 @@ class AgentSource:
         prompts, uid = groups.repeat_interleave(self.n), torch.arange(len(groups.index)).repeat_interleave(self.n)
         rows = [agent_row(prompts, i) for i in range(len(prompts.index))]
         with timed(m, "gen"):  # the agents run; every completion they ask for is sampled with the current weights
-            self.engine_error = None
+            self.engine_error, self.calls = None, 0
             outcomes, counts = self.server.run(self.agent, rows, self._engine_call(prompts.index), s.timeout_s)
         self._check(outcomes, rows, step)
+        self._count_calls_as_built_in()
         rollout, cut = agent_rollout(outcomes, prompts, uid, inp.pad_id, s.max_prompt_length, s.max_response_length)
         with timed(m, "reward"):  # the agents' own rewards, or the reward function on the final turns
             from hybridrl.rollout.agent.scoring import agent_rewards
@@ -85,10 +87,12 @@ class AgentSource:
         return SourceBatch(rollout, reward)
 
     def _engine_call(self, index: list[int]):
-        """The batcher's EngineCall over the policy's engine (rollout/agent/batcher.py): agent a's responses are
-        keyed by (its dataset row, its sample j), so they never depend on which agents share the call."""
+        """The batcher's EngineCall over the policy's engine (rollout/agent/batcher.py): agent a = (its dataset row,
+        its sample j) keeps the identity the built-in rollout gives sample j of that row (rollout/keyed.py), so its
+        responses never depend on which agents share the call, and with the call numbering below the agents sample
+        what the built-in multi-turn rollout samples from the same contexts."""
         inp, n = self.inputs, self.n
-        ids_of = [index[a] * n + a % n for a in range(len(index))]
+        ids_of = [(index[a] << 20) | (a % n) for a in range(len(index))]  # keyed.sample_ids_of's rule
 
         def call(prompts: list[list[int]], agents: list[int], max_new: list[int]):
             from hybridrl.serve.hf import left_pad
@@ -96,8 +100,10 @@ class AgentSource:
             try:
                 ids, mask = left_pad(prompts, inp.pad_id, "cpu")
                 k = len(prompts)
-                batch = PromptBatch(ids, mask, [""] * k, [""] * k, [ids_of[a] for a in agents])
-                out = inp.policy.generate(batch, 1, dataclasses.replace(inp.sampling, max_new_tokens=max(max_new)))
+                batch = PromptBatch(ids, mask, [""] * k, [""] * k, [index[a] for a in agents])
+                out = inp.policy.generate(batch, 1, dataclasses.replace(inp.sampling, max_new_tokens=max(max_new)),
+                                          sample_ids=torch.tensor([ids_of[a] for a in agents], dtype=torch.int64))
+                self.calls += 1
             except BaseException as e:  # the step fails with it: an engine failure is not the agents' error
                 self.engine_error = self.engine_error or e
                 raise
@@ -105,6 +111,13 @@ class AgentSource:
             return [(out.response_ids[i, :min(n_, lengths[i])].tolist(),
                      out.rollout_log_probs[i, :min(n_, lengths[i])].tolist()) for i, n_ in enumerate(max_new)]
         return call
+
+    def _count_calls_as_built_in(self) -> None:
+        """The built-in multi-turn rollout makes max_assistant_turns generate calls every step (a turn nobody is
+        left for is skipped, rollout/multi_turn.py); so does this source with max_turns, so step k's turn t is the
+        same call number on both paths whatever earlier steps' agents did."""
+        for _ in range(self.settings.max_turns - self.calls):
+            self.inputs.policy.skip("train")
 
     def _check(self, outcomes: list[AgentOutcome], rows: list[dict], step: int) -> None:
         """An engine failure fails the step; so does an agent's error with rollout.agent.on_error=fail."""
