@@ -14,7 +14,6 @@ updates the weights under a generation.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import copy
 import json
 import threading
@@ -116,7 +115,6 @@ class ProxyServer:
         self.limit_hits, self.steps = 0, 0
         self.loop: Optional[asyncio.AbstractEventLoop] = None
         self.port: Optional[int] = None
-        self.http = None  # the agents' shared httpx.AsyncClient (_shared_http), made on the loop at the first step
 
     def start(self, timeout_s: float = 60.0) -> None:
         import uvicorn  # the fastapi extra, needed only by agent rollouts
@@ -175,25 +173,23 @@ class ProxyServer:
                                     sum(r.segments_dropped for r in recs),
                                     sum(r.generated_tokens_dropped for r in recs), sum(r.retries for r in recs))
 
-    def _shared_http(self):
-        """One connection pool for every agent's client, for the run. An openai.AsyncOpenAI left to itself makes
-        its own httpx client, and with it a TLS context that reads the CA bundle even for an http:// URL: 17 ms
-        of CPU apiece, 37 % of a training process's samples in a step of 256 calculator agents (py-spy, this
-        machine). No connection limit: every agent may be waiting on the barrier at once."""
+    @staticmethod
+    def _agent_http():
+        """Agent i's own HTTP client (one connection: its requests are sequential). An openai.AsyncOpenAI left to
+        itself makes an httpx client whose TLS context reads the CA bundle, even for an http:// URL: 17 ms of CPU
+        apiece, 37 % of a training process's samples in a step of 256 calculator agents (py-spy, this machine);
+        without TLS it is 0.2 ms. One client shared by all agents is no better: httpcore's pool scans every
+        connection for every request (17 % of the samples with 256 agents)."""
         import httpx
 
-        if self.http is None:
-            self.http = httpx.AsyncClient(limits=httpx.Limits(max_connections=None, max_keepalive_connections=None),
-                                          timeout=httpx.Timeout(None), verify=False)
-        return self.http
+        return httpx.AsyncClient(timeout=httpx.Timeout(None), verify=False)  # the openai client sets each timeout
 
     async def _one(self, agent: Callable, i: int, row: dict, batcher: Batcher, timeout_s: float):
         """(status, returned value, error, seconds) of agent i; it has left the batcher when this returns."""
         import openai
 
-        # the client's own close would close the shared pool: the pool is closed with the server
         client = openai.AsyncOpenAI(base_url=self.url(i), api_key="hybridrl", max_retries=0,
-                                    http_client=self._shared_http())
+                                    http_client=self._agent_http())
         start = time.monotonic()
         task = asyncio.ensure_future(agent(client, copy.deepcopy(row)))  # an agent may edit its row
         try:
@@ -214,6 +210,7 @@ class ProxyServer:
             if not task.done():  # this step was cancelled (Ctrl-C): so is the agent
                 task.cancel()
             batcher.leave(i)
+            await client.close()  # and its http client
 
     def _outcome(self, i: int, status: str, value: Any, error: str, seconds: float) -> AgentOutcome:
         rec = self.recorders[i]
@@ -235,10 +232,6 @@ class ProxyServer:
             self.serving.result(timeout=30)
         except Exception:  # noqa: BLE001  a server that failed to start has nothing left to stop
             pass
-        if self.http is not None:
-            with contextlib.suppress(Exception):
-                asyncio.run_coroutine_threadsafe(self.http.aclose(), self.loop).result(timeout=5)
-            self.http = None
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(timeout=30)
         self.loop.close()
