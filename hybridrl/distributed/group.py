@@ -364,15 +364,24 @@ class PolicyGroup:
         self.layout = RolloutLayout(pool.world, rollout_tp)
         self.balance_update, self.balance_log_probs = balance_update, balance_log_probs  # token-budget passes
 
-    def generate(self, prompts: PromptBatch, n: int, sampling: SamplingParams, stream: str = "train") -> Rollout:
+    def generate(self, prompts: PromptBatch, n: int, sampling: SamplingParams, stream: str = "train",
+                 sample_ids: Optional[Tensor] = None) -> Rollout:
         """Each engine's consecutive share of the prompts (rollout/tp_layout.py): every rank of an engine generates
-        it (one engine per rank unless rollout TP > 1); the engines' leaders' responses, in prompt order."""
+        it (one engine per rank unless rollout TP > 1); the engines' leaders' responses, in prompt order.
+        `sample_ids` ([N*n]): see rollout/base.generate_rollout; each shard takes its rows'."""
         layout = self.layout
         shards = layout.per_rank(shard_rows(len(prompts.index), layout.num_engines))
-        refs = [a.generate.remote(select(prompts, rows) if len(rows) else None, n, sampling, stream)
+        ids = None if sample_ids is None else sample_ids.view(len(prompts.index), n)
+        refs = [a.generate.remote(select(prompts, rows) if len(rows) else None, n, sampling, stream,
+                                  None if ids is None or not len(rows) else ids[rows].reshape(-1))
                 for a, rows in zip(self.pool.actors, shards)]
         parts = [p for p in layout.leaders_only(self.pool.call("policy", "generate", refs)) if p is not None]
         return concat_rollouts(parts, self.pad_id)
+
+    def skip(self, stream: str = "train") -> None:
+        """Count a generate call on every rank without generating (Policy.skip): the agent source keeps the
+        built-in multi-turn rollout's call numbering."""
+        self.pool.call("policy", "generate", [a.generate.remote(None, 1, None, stream) for a in self.pool.actors])
 
     def log_probs(self, seqs: Sequences) -> Tensor:
         return self.pool.map_rows("policy", "log_probs", lambda a: a.policy_log_probs, seqs, self.balance_log_probs)

@@ -122,13 +122,13 @@ class RoleWorker(Diagnosable, TimelineWorker):
     # policy ---------------------------------------------------------------------------------
     @recorded
     def generate(self, prompts: Optional[PromptBatch], n: int, sampling: SamplingParams,
-                 stream: str) -> Optional[Rollout]:
+                 stream: str, sample_ids: Optional[Tensor] = None) -> Optional[Rollout]:
         """n responses per prompt; None for an empty shard, which still counts the generate call (and
         joins the weight gather of fsdp2) so every rank's sampling counters stay equal (rollout/keyed.py)."""
         if prompts is None:
             self.policy.skip(stream)
             return None
-        return self.policy.generate(prompts, n, sampling, stream)
+        return self.policy.generate(prompts, n, sampling, stream, sample_ids)
 
     @recorded
     def policy_log_probs(self, seqs: Sequences) -> Tensor:

@@ -70,13 +70,15 @@ class RolloutEngine(ABC):
 
 
 def generate_rollout(engine: RolloutEngine, prompts: PromptBatch, n: int, sampling: SamplingParams,
-                     stream: str = "train", inbox=None) -> Rollout:
+                     stream: str = "train", inbox=None, sample_ids: Optional[Tensor] = None) -> Rollout:
     """n responses per prompt; rows i*n .. i*n+n-1 answer prompt i and share uid i. `inbox`: partial rollouts
-    (rollout/partial.py, the hf engine only: config/async_checks.py)."""
+    (rollout/partial.py, the hf engine only: config/async_checks.py). `sample_ids` ([N*n] int64): the responses'
+    identities when the caller fixes them (the agent proxy: agent (row, j) keeps the id the built-in rollout gives
+    sample j of row, whatever else shares the call); default sample_ids_of(prompts.index, n)."""
     repeated = prompts.repeat_interleave(n)
     partial = {} if inbox is None else {"inbox": inbox}
-    out = engine.generate(repeated.input_ids, repeated.attention_mask, sampling, sample_ids_of(prompts.index, n),
-                          stream, **partial)
+    ids = sample_ids_of(prompts.index, n) if sample_ids is None else sample_ids
+    out = engine.generate(repeated.input_ids, repeated.attention_mask, sampling, ids, stream, **partial)
     uid = torch.arange(len(prompts.index)).repeat_interleave(n)
     return Rollout(repeated, out.response_ids, out.response_mask, out.log_probs, uid, out.attention_mask, out.stats,
                    out.versions)

@@ -21,9 +21,9 @@ each agent's sample id as in the synchronous AgentSource: it depends on neither 
 resumed run draws what the uninterrupted one would. r < max_turns whenever no agent sends a request while its
 previous one is still being answered (every live agent adds a request to each round, at most max_turns each); the
 rounds past it, if an agent does, are numbered apart (2^40 + (step - 1) x 2^20 + r), still unique and reproducible.
-The synchronous AgentSource numbers its calls with its engine's counter (cumulative over steps), so with staleness 0
-and trigger 1 (every batch generated from the weights of the step before, as the synchronous run's) the two runs
-draw the same tokens exactly when every step made max_turns rounds (e.g. agents that always take max_turns turns).
+The synchronous AgentSource numbers its calls the same way (it skips the rounds a step did not use), so with
+staleness 0 and trigger 1 (every batch generated from the weights of the step before, as the synchronous run's) the
+two runs draw the same tokens; they part only past max_turns rounds, which the synchronous source numbers on.
 
 Failures: an agent's error or timeout is a masked row, as in AgentSource; an engine (pool) failure, or any
 exception in the runner, fails the trainer's next next_batch with the original error. close() cancels the agents in
@@ -82,12 +82,14 @@ class PoolGate:
             self.cond.wait_for(lambda: self.version >= version or self.stopped)
             return not self.stopped
 
-    def generate(self, batch: PromptBatch, sampling, call: int):
-        """One response per prompt as "train" call `call`; (the rollout, the version that generated it)."""
+    def generate(self, batch: PromptBatch, sampling, sample_ids, call: int):
+        """One response per prompt ([k] `sample_ids`) as "train" call `call`; (the rollout, the version that
+        generated it)."""
         with self.cond:
             if self.stopped:
                 raise HybridRLError("the asynchronous agent source was closed")
-            refs, version, pushes = self.pool.submit(batch, 1, sampling, call), self.version, self.pushes
+            refs, version = self.pool.submit(batch, 1, sampling, call, sample_ids), self.version
+            pushes = self.pushes
             self.pushes = []
         if pushes:  # a failed weight load stops the run here, not a generation with the weights before it
             self.pool.wait_pushes(pushes)
@@ -213,9 +215,9 @@ class AsyncAgentSource:
         item = AgentBatch(step, groups.index, prompts, uid, rows, None, None)
         rounds = itertools.count()
 
-        def generate(batch: PromptBatch, sampling):
+        def generate(batch: PromptBatch, sampling, sample_ids):
             number = draw_call(step, next(rounds), self.settings.max_turns)
-            rollout, version = self.gate.generate(batch, sampling, number)
+            rollout, version = self.gate.generate(batch, sampling, sample_ids, number)
             item.versions.append(version)
             return rollout
 

@@ -59,10 +59,11 @@ def step_inputs(groups: PromptBatch, n: int) -> tuple[PromptBatch, torch.Tensor,
 
 
 def engine_call(index: list[int], n: int, pad_id: int, sampling, generate: Callable, failed: list):
-    """The batcher's EngineCall (rollout/agent/batcher.py) over `generate(batch, sampling) -> Rollout` (one response
-    per prompt): agent a's responses are keyed by (its dataset row, its sample j), so they never depend on which
-    agents share the call. An engine failure is appended to `failed` (the step fails with it, not the agents)."""
-    ids_of = [index[a] * n + a % n for a in range(len(index))]
+    """The batcher's EngineCall (rollout/agent/batcher.py) over `generate(batch, sampling, sample_ids) -> Rollout`
+    (one response per prompt): agent a = (its dataset row, its sample j) keeps the identity the built-in rollout
+    gives sample j of that row (rollout/keyed.py), so its responses never depend on which agents share the call.
+    An engine failure is appended to `failed` (the step fails with it, not the agents)."""
+    ids_of = [(index[a] << 20) | (a % n) for a in range(len(index))]  # keyed.sample_ids_of's rule
 
     def call(prompts: list[list[int]], agents: list[int], max_new: list[int]):
         from hybridrl.serve.hf import left_pad
@@ -70,8 +71,9 @@ def engine_call(index: list[int], n: int, pad_id: int, sampling, generate: Calla
         try:
             ids, mask = left_pad(prompts, pad_id, "cpu")
             k = len(prompts)
-            batch = PromptBatch(ids, mask, [""] * k, [""] * k, [ids_of[a] for a in agents])
-            out = generate(batch, dataclasses.replace(sampling, max_new_tokens=max(max_new)))
+            batch = PromptBatch(ids, mask, [""] * k, [""] * k, [index[a] for a in agents])
+            out = generate(batch, dataclasses.replace(sampling, max_new_tokens=max(max_new)),
+                           torch.tensor([ids_of[a] for a in agents], dtype=torch.int64))
         except BaseException as e:  # the step fails with it: an engine failure is not the agents' error
             failed.append(e)
             raise
@@ -127,6 +129,7 @@ class AgentSource:
         self.inputs, self.agent, self.settings, self.n, self.num_groups = inputs, agent, settings, n, num_groups
         self.server = None
         self.failed: list[BaseException] = []
+        self.calls = 0  # engine calls made in this step
 
     def start(self, first_step: int) -> None:
         self.server = start_proxy(self.inputs.reward.tokenizer, self.settings)
@@ -135,16 +138,30 @@ class AgentSource:
         inp, s = self.inputs, self.settings
         prompts, uid, rows = step_inputs(inp.train_data.collate(inp.sampler.next_batch(), inp.pad_id), self.n)
         with timed(m, "gen"):  # the agents run; every completion they ask for is sampled with the current weights
-            self.failed = []
+            self.failed, self.calls = [], 0
             outcomes, counts = self.server.run(self.agent, rows, self._engine_call(prompts.index), s.timeout_s)
         check_outcomes(step, self.failed, outcomes, rows, s.on_error)
+        self._count_calls_as_built_in()
         return SourceBatch(*score_agents(inp, s, outcomes, counts, prompts, uid, m))
 
     def _engine_call(self, index: list[int]):
-        """Over the policy's own engine: its "train" call counter numbers the calls (one per barrier round)."""
+        """Over the policy's own engine: its "train" call counter numbers the calls (one per barrier round); with
+        the skips below, step k's round r is call (k - 1) x max_turns + r, as the built-in multi-turn rollout numbers
+        its turns and as the asynchronous source (trainer/agent_async.py) numbers its calls."""
         inp = self.inputs
-        return engine_call(index, self.n, inp.pad_id, inp.sampling,
-                           lambda batch, sampling: inp.policy.generate(batch, 1, sampling), self.failed)
+
+        def generate(batch: PromptBatch, sampling, sample_ids: torch.Tensor):
+            out = inp.policy.generate(batch, 1, sampling, sample_ids=sample_ids)
+            self.calls += 1
+            return out
+        return engine_call(index, self.n, inp.pad_id, inp.sampling, generate, self.failed)
+
+    def _count_calls_as_built_in(self) -> None:
+        """The built-in multi-turn rollout makes max_assistant_turns generate calls every step (a turn nobody is
+        left for is skipped, rollout/multi_turn.py); so does this source with max_turns, so step k's turn t is the
+        same call number on both paths whatever earlier steps' agents did."""
+        for _ in range(self.settings.max_turns - self.calls):
+            self.inputs.policy.skip("train")
 
     def after_update(self, step: int, m: dict[str, float]) -> None:
         pass  # the engine samples with the policy's own module: the update already changed its weights

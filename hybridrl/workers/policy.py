@@ -6,6 +6,7 @@ import contextlib
 import time
 from collections import defaultdict
 from dataclasses import dataclass
+from typing import Optional
 
 import torch
 from torch import Tensor
@@ -113,10 +114,13 @@ class Policy(UpdatingWorker[TrainBatch]):
     def close(self) -> None:
         self.engine.close()
 
-    def generate(self, prompts: PromptBatch, n: int, sampling: SamplingParams, stream: str = "train") -> Rollout:
-        """n responses per prompt; `stream` "val" for validation, whose draws never move training's."""
+    def generate(self, prompts: PromptBatch, n: int, sampling: SamplingParams, stream: str = "train",
+                 sample_ids: Optional[Tensor] = None) -> Rollout:
+        """n responses per prompt; `stream` "val" for validation, whose draws never move training's; `sample_ids`:
+        see generate_rollout."""
         with self._engine_view():
-            rollout = generate_rollout(self.engine, to_device(prompts, self.device), n, sampling, stream)
+            rollout = generate_rollout(self.engine, to_device(prompts, self.device), n, sampling, stream,
+                                       sample_ids=sample_ids)
         return to_device(rollout, "cpu")
 
     def skip(self, stream: str = "train") -> None:

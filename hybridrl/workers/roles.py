@@ -10,7 +10,7 @@ cannot drift apart again.
 
 from __future__ import annotations
 
-from typing import Protocol, runtime_checkable
+from typing import Optional, Protocol, runtime_checkable
 
 from torch import Tensor
 
@@ -40,8 +40,14 @@ class Checkpointed(Protocol):
 class PolicyRole(Checkpointed, Protocol):
     """The actor with its rollout engine."""
 
-    def generate(self, prompts: PromptBatch, n: int, sampling: SamplingParams, stream: str = "train") -> Rollout:
-        """n responses per prompt with their log-probs; `stream` "val": validation's own sampling counter."""
+    def generate(self, prompts: PromptBatch, n: int, sampling: SamplingParams, stream: str = "train",
+                 sample_ids: Optional[Tensor] = None) -> Rollout:
+        """n responses per prompt with their log-probs; `stream` "val": validation's own sampling counter;
+        `sample_ids`: the responses' identities when the caller fixes them (rollout/base.generate_rollout)."""
+        ...
+
+    def skip(self, stream: str = "train") -> None:
+        """Count a generate call without generating (the sampling counters stay those of a run that made it)."""
         ...
 
     def log_probs(self, seqs: Sequences) -> Tensor:

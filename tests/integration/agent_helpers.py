@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 import torch
 
 from hybridrl.rollout.agent.batcher import Batcher
@@ -81,11 +82,13 @@ def tool_model(base: str, out: str, steps: int = 100, lr: float = 1e-2) -> str:
 
 @dataclass
 class Policy:
-    """The model and tokenizer behind the proxy, and a greedy engine call in the batcher's form."""
+    """The model and tokenizer behind the proxy, and a greedy engine call in the batcher's form over `engine` (a
+    RolloutEngine: vLLM's, say; None: an hf engine over `model`)."""
 
     model: torch.nn.Module
     tokenizer: object
     eos: list[int]
+    engine: object = None
 
     def engine_call(self, turns: dict):
         """EngineCall (batcher.py): greedy, each row cut at its own max_new_tokens; `turns[agent]` gets each of
@@ -94,12 +97,12 @@ class Policy:
         from hybridrl.rollout.hf import HFRolloutEngine
         from hybridrl.serve.hf import left_pad
 
-        engine = HFRolloutEngine(self.model.eval(), self.eos, self.tokenizer.pad_token_id)
+        engine = self.engine or HFRolloutEngine(self.model.eval(), self.eos, self.tokenizer.pad_token_id)
 
         def call(prompts, agents, max_new):
             ids, mask = left_pad(prompts, self.tokenizer.pad_token_id, "cpu")
             params = SamplingParams(max_new_tokens=max(max_new), do_sample=False)
-            out = engine.generate_keyed(ids, mask, params, torch.zeros(len(prompts), dtype=torch.int64))
+            out = engine.generate(ids, mask, params, torch.zeros(len(prompts), dtype=torch.int64))
             rows = []
             for i, (agent, n) in enumerate(zip(agents, max_new)):
                 k = min(n, int(out.response_mask[i].sum()))
@@ -109,13 +112,13 @@ class Policy:
         return call
 
 
-def load_policy(folder: str, chat_template: str | None = None) -> Policy:
+def load_policy(folder: str, chat_template: str | None = None, engine=None) -> Policy:
     from hybridrl.models.loading import eos_token_ids, load_causal_lm, load_tokenizer
 
     tok, model = load_tokenizer(folder), load_causal_lm(folder)
     if chat_template is not None:  # a local copy of the tokenizer with another template
         tok.chat_template = chat_template
-    return Policy(model, tok, eos_token_ids(model, tok))
+    return Policy(model, tok, eos_token_ids(model, tok), engine)
 
 
 class Rollout:
@@ -175,3 +178,43 @@ def mask_runs(mask: list[int]) -> list[tuple[int, int]]:
             out.append((start, i))
             start = None
     return out
+
+
+def capture(run):
+    """Per step, the SourceBatch and per agent its engine turns (prompt ids, generated ids, log-probs)."""
+    source, seen = run.source, {}
+    make_call, next_batch = source._engine_call, source.next_batch
+
+    def engine_call(index):
+        call = make_call(index)
+
+        def recorded(prompts, agents, max_new):
+            out = call(prompts, agents, max_new)
+            for p, a, (ids, lps) in zip(prompts, agents, out):
+                seen["step"]["turns"].setdefault(a, []).append((list(p), ids, lps))
+            return out
+        return recorded
+
+    def batch(step, m):
+        seen["step"] = seen[step] = {"turns": {}}
+        seen[step]["batch"] = next_batch(step, m)
+        return seen[step]["batch"]
+
+    source._engine_call, source.next_batch = engine_call, batch
+    return seen
+
+
+def check_row_is_token_exact(rollout, i: int, turns: list[tuple]) -> None:
+    """Row i: [prompt | response] is the last turn's context plus its generated ids, mask 1 exactly on every turn's
+    generated ids, with the engine's log-probs."""
+    prompt = rollout.prompts.input_ids[i][rollout.prompts.attention_mask[i].bool()].tolist()
+    real = rollout.response_attention()[i].bool()
+    response = rollout.response_ids[i][real].tolist()
+    last_prompt, last_ids, _ = turns[-1]
+    assert prompt == turns[0][0] and prompt + response == last_prompt + last_ids
+    expected_mask, expected_lps = [0] * len(response), [0.0] * len(response)
+    for p, ids, lps in turns:
+        start = len(p) - len(prompt)
+        expected_mask[start:start + len(ids)], expected_lps[start:start + len(ids)] = [1] * len(ids), lps
+    assert rollout.response_mask[i][real].tolist() == expected_mask
+    assert rollout.rollout_log_probs[i][real].tolist() == pytest.approx(expected_lps, abs=0)

@@ -21,7 +21,7 @@ from hybridrl.config.validate import validate_rl_config  # noqa: E402
 from hybridrl.models.loading import BUNDLED  # noqa: E402
 from hybridrl.trainer.build import build_run  # noqa: E402
 from hybridrl.trainer.rl import RLTrainer  # noqa: E402
-from tests.integration.test_agent_training import check_row_is_token_exact  # noqa: E402
+from tests.integration.agent_helpers import check_row_is_token_exact  # noqa: E402
 
 pytestmark = pytest.mark.slow
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
@@ -62,9 +62,9 @@ def train(args: list[str]):
     if gate is not None:
         generate = gate.generate
 
-        def recorded(batch, sampling, call):
-            out, version = generate(batch, sampling, call)
-            for j, sample in enumerate(batch.index):
+        def recorded(batch, sampling, sample_ids, call):
+            out, version = generate(batch, sampling, sample_ids, call)
+            for j, sample in enumerate(sample_ids.tolist()):
                 real = out.response_mask[j].bool()
                 prompt = batch.input_ids[j][batch.attention_mask[j].bool()].tolist()
                 pool_turns.setdefault(call // 2 + 1, {}).setdefault(sample, []).append(
@@ -116,5 +116,5 @@ def test_staleness_0_is_the_synchronous_agent_run_and_staleness_1_trains_one_ste
         assert (b.lag, b.behaviour) == (lags[step - 1], None if b.lag == 0 else "rollout")
         rollout = b.rollout
         for i in range(GROUPS * N):
-            sample = rollout.prompts.index[i] * N + i % N
+            sample = (rollout.prompts.index[i] << 20) | (i % N)
             check_row_is_token_exact(rollout, i, pool_turns[step][sample])

@@ -9,6 +9,8 @@ import asyncio
 import itertools
 import json
 import math
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -18,6 +20,9 @@ from hybridrl.config.schema import RLConfig
 from hybridrl.config.validate import validate_rl_config
 from hybridrl.trainer.build import build_run
 from hybridrl.trainer.rl import RLTrainer
+
+sys.path.insert(0, str(Path(__file__).parent))
+from agent_helpers import capture, check_row_is_token_exact  # noqa: E402
 
 pytestmark = pytest.mark.slow
 GROUPS, N = 4, 2  # prompts per step, agents per prompt
@@ -56,46 +61,6 @@ def two_turn_agent():
             return 1.0
         return {"answer": r.choices[0].message.content}
     return agent
-
-
-def capture(run):
-    """Per step, the SourceBatch and per agent its engine turns (prompt ids, generated ids, log-probs)."""
-    source, seen = run.source, {}
-    make_call, next_batch = source._engine_call, source.next_batch
-
-    def engine_call(index):
-        call = make_call(index)
-
-        def recorded(prompts, agents, max_new):
-            out = call(prompts, agents, max_new)
-            for p, a, (ids, lps) in zip(prompts, agents, out):
-                seen["step"]["turns"].setdefault(a, []).append((list(p), ids, lps))
-            return out
-        return recorded
-
-    def batch(step, m):
-        seen["step"] = seen[step] = {"turns": {}}
-        seen[step]["batch"] = next_batch(step, m)
-        return seen[step]["batch"]
-
-    source._engine_call, source.next_batch = engine_call, batch
-    return seen
-
-
-def check_row_is_token_exact(rollout, i: int, turns: list[tuple]) -> None:
-    """Row i: [prompt | response] is the last turn's context plus its generated ids, mask 1 exactly on every turn's
-    generated ids, with the engine's log-probs."""
-    prompt = rollout.prompts.input_ids[i][rollout.prompts.attention_mask[i].bool()].tolist()
-    real = rollout.response_attention()[i].bool()
-    response = rollout.response_ids[i][real].tolist()
-    last_prompt, last_ids, _ = turns[-1]
-    assert prompt == turns[0][0] and prompt + response == last_prompt + last_ids
-    expected_mask, expected_lps = [0] * len(response), [0.0] * len(response)
-    for p, ids, lps in turns:
-        start = len(p) - len(prompt)
-        expected_mask[start:start + len(ids)], expected_lps[start:start + len(ids)] = [1] * len(ids), lps
-    assert rollout.response_mask[i][real].tolist() == expected_mask
-    assert rollout.rollout_log_probs[i][real].tolist() == pytest.approx(expected_lps, abs=0)
 
 
 def test_agents_train_token_exactly_and_failures_are_rows_without_signal(tmp_path, arith_data):

@@ -78,6 +78,13 @@ def test_a_wrong_function_and_a_conflict_are_reported_together(agents_file):
     assert len(errors) == 2 and "is not an async function" in errors[0] and "filter_groups" in errors[1], errors
 
 
+@pytest.mark.parametrize("overrides", [["actor_rollout_ref.rollout.name=vllm"], ["trainer.backend=ray"],
+                                       ["trainer.backend=ray", "trainer.n_gpus_per_node=2",
+                                        "actor_rollout_ref.rollout.name=vllm"]])
+def test_agents_run_on_either_engine_and_backend(agents_file, overrides):
+    assert _errors(f"{KEY}.path={agents_file}", *overrides) == []
+
+
 ASYNC = ("trainer.backend=ray", "rollout.n_gpus_per_node=1", "rollout.nnodes=1")
 
 
@@ -90,11 +97,6 @@ def test_asynchronous_training_takes_an_agent_but_not_partial_rollouts(agents_fi
         "async_training.partial_rollout=true (a weight push landing inside one completion) is not yet supported with "
         f"the agent proxy; set async_training.partial_rollout=false with {KEY}.path (a push may still land between "
         "two turns: the batch's lag is its oldest turn's)"], errors
-
-
-def test_synchronous_agents_run_on_either_backend_and_engine(agents_file):
-    assert _errors(f"{KEY}.path={agents_file}", "trainer.backend=ray") == []
-    assert _errors(f"{KEY}.path={agents_file}", "actor_rollout_ref.rollout.name=vllm") == []
 
 
 def test_on_error_is_a_choice_key():

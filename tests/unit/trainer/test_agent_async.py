@@ -39,9 +39,9 @@ class FakePool:
         self.log.append(("push", version))
         return [("push", version)]
 
-    def submit(self, batch: PromptBatch, n, sampling, call):
-        assert n == 1
-        self.log.append(("submit", call, list(batch.index)))
+    def submit(self, batch: PromptBatch, n, sampling, call, sample_ids):
+        assert n == 1 and len(sample_ids) == len(batch.index)
+        self.log.append(("submit", call, sample_ids.tolist()))
         return call, batch
 
     def wait_pushes(self, refs):
@@ -117,7 +117,7 @@ def test_staleness_0_waits_for_each_push_and_trains_on_policy():
     finally:
         src.close()
     rows = lambda s: [10 * s, 10 * s, 10 * s + 1, 10 * s + 1]  # noqa: E731  each prompt n = 2 times
-    ids = lambda s: [r * N + a % N for a, r in enumerate(rows(s))]  # noqa: E731  AgentSource's sample ids
+    ids = lambda s: [(r << 20) | (a % N) for a, r in enumerate(rows(s))]  # noqa: E731  (row, sample j)
     # each step's two rounds submitted only after the previous step's weights were pushed; no push after the last
     assert pool.log == [("push", 0), ("submit", 0, ids(1)), ("submit", 1, ids(1)),
                         ("push", 1), ("submit", 2, ids(2)), ("submit", 3, ids(2)),

@@ -70,7 +70,7 @@ def mismatches(protocol: type, cls: type) -> list[str]:
 
 def test_the_interfaces_declare_what_the_driver_calls():
     assert set(protocol_methods(PolicyRole)) == {
-        "generate", "log_probs", "log_probs_and_entropy", "update", "engine_weights", "model_shape", "close",
+        "generate", "skip", "log_probs", "log_probs_and_entropy", "update", "engine_weights", "model_shape", "close",
         "state_dict", "load_state_dict", "save_pretrained", "load_pretrained", "saved_shapes"}
     assert set(protocol_methods(CriticRole)) == {
         "values", "update", "state_dict", "load_state_dict", "save_pretrained", "load_pretrained", "saved_shapes"}
