@@ -5,6 +5,10 @@ what to submit when; this module only numbers the calls so each worker runs them
 
 from __future__ import annotations
 
+from typing import Optional
+
+from torch import Tensor
+
 from hybridrl.batch import PromptBatch, Rollout, concat_rollouts, select
 from hybridrl.batching import shard_rows
 from hybridrl.config.async_checks import batches_per_sync
@@ -35,12 +39,16 @@ class RolloutGroup:
         ticket = self._ticket()
         return [a.load_weights.remote(ticket, weights_ref, version) for a in self.pool.actors]
 
-    def submit(self, prompts: PromptBatch, n: int, sampling: SamplingParams, call: int) -> list:
+    def submit(self, prompts: PromptBatch, n: int, sampling: SamplingParams, call: int,
+               sample_ids: Optional[Tensor] = None) -> list:
         """Generation of `prompts` as train call `call`, its rows split over the workers like data-parallel
-        ranks (keyed sampling: the same responses as one process); the refs, for `gather`."""
+        ranks (keyed sampling: the same responses as one process); the refs, for `gather`. `sample_ids` ([N*n]):
+        the responses' identities when the caller fixes them (rollout/base.generate_rollout); each shard its rows'."""
         ticket = self._ticket()
         shards = shard_rows(len(prompts.index), self.pool.world)
-        return [a.generate.remote(ticket, select(prompts, rows) if len(rows) else None, n, sampling, call)
+        ids = None if sample_ids is None else sample_ids.view(len(prompts.index), n)
+        return [a.generate.remote(ticket, select(prompts, rows) if len(rows) else None, n, sampling, call,
+                                  None if ids is None or not len(rows) else ids[rows].reshape(-1))
                 for a, rows in zip(self.pool.actors, shards)]
 
     def wait_pushes(self, refs: list) -> None:

@@ -87,9 +87,9 @@ class RolloutWorker(Diagnosable, TimelineWorker):
             return True
 
     def generate(self, ticket: int, prompts: Optional[PromptBatch], n: int, sampling: SamplingParams,
-                 call: int) -> Optional[Rollout]:
+                 call: int, sample_ids: Optional[torch.Tensor] = None) -> Optional[Rollout]:
         """n responses per prompt as generate call `call` of the "train" stream (rollout/keyed.py); None for an
-        empty shard."""
+        empty shard. `sample_ids`: see rollout/base.generate_rollout (the agents' calls fix them)."""
         with self._in_turn(ticket, "generate"), span("generate", call=call):
             if prompts is None:
                 return None
@@ -97,7 +97,7 @@ class RolloutWorker(Diagnosable, TimelineWorker):
             module = getattr(self.engine, "module", None)  # hf samples on its module's device; vllm takes CPU ids
             device = next(module.parameters()).device if module is not None else "cpu"
             rollout = generate_rollout(self.engine, to_device(prompts, device), n, sampling, "train",
-                                       self.inbox if self.partial else None)
+                                       self.inbox if self.partial else None, sample_ids)
             return to_device(rollout, "cpu")
 
     @contextlib.contextmanager

@@ -51,66 +51,110 @@ def agent_row(prompts: PromptBatch, i: int) -> dict[str, Any]:
     return {**{k: v for k, v in info.items() if k not in row}, **row}
 
 
+def step_inputs(groups: PromptBatch, n: int) -> tuple[PromptBatch, torch.Tensor, list[dict[str, Any]]]:
+    """A step's prompts (`groups`, the sampler's num_groups prompts) each n times, their uids ([N]: rows
+    i*n .. i*n+n-1 share uid i), and per agent its row as a dict."""
+    prompts, uid = groups.repeat_interleave(n), torch.arange(len(groups.index)).repeat_interleave(n)
+    return prompts, uid, [agent_row(prompts, i) for i in range(len(prompts.index))]
+
+
+def engine_call(index: list[int], n: int, pad_id: int, sampling, generate: Callable, failed: list):
+    """The batcher's EngineCall (rollout/agent/batcher.py) over `generate(batch, sampling, sample_ids) -> Rollout`
+    (one response per prompt): agent a = (its dataset row, its sample j) keeps the identity the built-in rollout
+    gives sample j of that row (rollout/keyed.py), so its responses never depend on which agents share the call.
+    An engine failure is appended to `failed` (the step fails with it, not the agents)."""
+    ids_of = [(index[a] << 20) | (a % n) for a in range(len(index))]  # keyed.sample_ids_of's rule
+
+    def call(prompts: list[list[int]], agents: list[int], max_new: list[int]):
+        from hybridrl.serve.hf import left_pad
+
+        try:
+            ids, mask = left_pad(prompts, pad_id, "cpu")
+            k = len(prompts)
+            batch = PromptBatch(ids, mask, [""] * k, [""] * k, [index[a] for a in agents])
+            out = generate(batch, dataclasses.replace(sampling, max_new_tokens=max(max_new)),
+                           torch.tensor([ids_of[a] for a in agents], dtype=torch.int64))
+        except BaseException as e:  # the step fails with it: an engine failure is not the agents' error
+            failed.append(e)
+            raise
+        lengths = out.response_mask.sum(-1).tolist()
+        return [(out.response_ids[i, :min(n_, lengths[i])].tolist(),
+                 out.rollout_log_probs[i, :min(n_, lengths[i])].tolist()) for i, n_ in enumerate(max_new)]
+    return call
+
+
+def check_outcomes(step: int, failed: list, outcomes: list[AgentOutcome], rows: list[dict], on_error: str) -> None:
+    """An engine failure (the first of `failed`) fails the step; so does an agent's error with
+    rollout.agent.on_error=fail."""
+    if failed:
+        e = failed[0]
+        raise HybridRLError(f"step {step}: the rollout engine failed while generating for the agents: "
+                            f"{type(e).__name__}: {e}") from e
+    errors = [i for i, o in enumerate(outcomes) if o.status == ERROR]
+    if errors and on_error == "fail":
+        i = errors[0]
+        raise HybridRLError(
+            f"step {step}: agent {i} failed on dataset row {rows[i]['index']} (data_source="
+            f"{rows[i]['data_source']!r}): {outcomes[i].error} ({len(errors)} of {len(outcomes)} agents failed). "
+            "Fix the agent, or set actor_rollout_ref.rollout.agent.on_error=zero to give failed agents reward 0 "
+            "and count them (agent/errors)")
+
+
+def score_agents(inp: RolloutInputs, s: AgentSettings, outcomes: list[AgentOutcome], counts, prompts: PromptBatch,
+                 uid: torch.Tensor, m: dict[str, float]):
+    """The step's rows (rollout/agent/rows.py) and rewards from the agents' outcomes; agent/* metrics into m."""
+    from hybridrl.rollout.agent.scoring import agent_rewards
+
+    rollout, cut = agent_rollout(outcomes, prompts, uid, inp.pad_id, s.max_prompt_length, s.max_response_length)
+    with timed(m, "reward"):  # the agents' own rewards, or the reward function on the final turns
+        reward = agent_rewards(inp.reward, rollout, outcomes, final_texts(rollout, inp.reward.tokenizer))
+    m.update(agent_metrics(outcomes, dataclasses.asdict(counts), cut))
+    return rollout, reward
+
+
+def start_proxy(tokenizer, s: AgentSettings):
+    """The OpenAI-compatible proxy the agents talk to (rollout/agent/server.py), serving."""
+    from hybridrl.rollout.agent.proxy import AgentLimits
+    from hybridrl.rollout.agent.server import ProxyServer
+
+    server = ProxyServer(tokenizer, AgentLimits(s.max_turns, s.max_tokens))
+    server.start()
+    return server
+
+
 class AgentSource:
     """A RolloutSource whose batches the agents make through the proxy (served from start to close)."""
 
     def __init__(self, inputs: RolloutInputs, agent: Callable, settings: AgentSettings, n: int, num_groups: int):
         self.inputs, self.agent, self.settings, self.n, self.num_groups = inputs, agent, settings, n, num_groups
         self.server = None
-        self.engine_error: BaseException | None = None
+        self.failed: list[BaseException] = []
         self.calls = 0  # engine calls made in this step
 
     def start(self, first_step: int) -> None:
-        from hybridrl.rollout.agent.proxy import AgentLimits
-        from hybridrl.rollout.agent.server import ProxyServer
-
-        self.server = ProxyServer(self.inputs.reward.tokenizer,
-                                  AgentLimits(self.settings.max_turns, self.settings.max_tokens))
-        self.server.start()
+        self.server = start_proxy(self.inputs.reward.tokenizer, self.settings)
 
     def next_batch(self, step: int, m: dict[str, float]) -> SourceBatch:
         inp, s = self.inputs, self.settings
-        groups = inp.train_data.collate(inp.sampler.next_batch(), inp.pad_id)
-        prompts, uid = groups.repeat_interleave(self.n), torch.arange(len(groups.index)).repeat_interleave(self.n)
-        rows = [agent_row(prompts, i) for i in range(len(prompts.index))]
+        prompts, uid, rows = step_inputs(inp.train_data.collate(inp.sampler.next_batch(), inp.pad_id), self.n)
         with timed(m, "gen"):  # the agents run; every completion they ask for is sampled with the current weights
-            self.engine_error, self.calls = None, 0
+            self.failed, self.calls = [], 0
             outcomes, counts = self.server.run(self.agent, rows, self._engine_call(prompts.index), s.timeout_s)
-        self._check(outcomes, rows, step)
+        check_outcomes(step, self.failed, outcomes, rows, s.on_error)
         self._count_calls_as_built_in()
-        rollout, cut = agent_rollout(outcomes, prompts, uid, inp.pad_id, s.max_prompt_length, s.max_response_length)
-        with timed(m, "reward"):  # the agents' own rewards, or the reward function on the final turns
-            from hybridrl.rollout.agent.scoring import agent_rewards
-
-            reward = agent_rewards(inp.reward, rollout, outcomes, final_texts(rollout, inp.reward.tokenizer))
-        m.update(agent_metrics(outcomes, dataclasses.asdict(counts), cut))
-        return SourceBatch(rollout, reward)
+        return SourceBatch(*score_agents(inp, s, outcomes, counts, prompts, uid, m))
 
     def _engine_call(self, index: list[int]):
-        """The batcher's EngineCall over the policy's engine (rollout/agent/batcher.py): agent a = (its dataset row,
-        its sample j) keeps the identity the built-in rollout gives sample j of that row (rollout/keyed.py), so its
-        responses never depend on which agents share the call, and with the call numbering below the agents sample
-        what the built-in multi-turn rollout samples from the same contexts."""
-        inp, n = self.inputs, self.n
-        ids_of = [(index[a] << 20) | (a % n) for a in range(len(index))]  # keyed.sample_ids_of's rule
+        """Over the policy's own engine: its "train" call counter numbers the calls (one per barrier round); with
+        the skips below, step k's round r is call (k - 1) x max_turns + r, as the built-in multi-turn rollout numbers
+        its turns and as the asynchronous source (trainer/agent_async.py) numbers its calls."""
+        inp = self.inputs
 
-        def call(prompts: list[list[int]], agents: list[int], max_new: list[int]):
-            from hybridrl.serve.hf import left_pad
-
-            try:
-                ids, mask = left_pad(prompts, inp.pad_id, "cpu")
-                k = len(prompts)
-                batch = PromptBatch(ids, mask, [""] * k, [""] * k, [index[a] for a in agents])
-                out = inp.policy.generate(batch, 1, dataclasses.replace(inp.sampling, max_new_tokens=max(max_new)),
-                                          sample_ids=torch.tensor([ids_of[a] for a in agents], dtype=torch.int64))
-                self.calls += 1
-            except BaseException as e:  # the step fails with it: an engine failure is not the agents' error
-                self.engine_error = self.engine_error or e
-                raise
-            lengths = out.response_mask.sum(-1).tolist()
-            return [(out.response_ids[i, :min(n_, lengths[i])].tolist(),
-                     out.rollout_log_probs[i, :min(n_, lengths[i])].tolist()) for i, n_ in enumerate(max_new)]
-        return call
+        def generate(batch: PromptBatch, sampling, sample_ids: torch.Tensor):
+            out = inp.policy.generate(batch, 1, sampling, sample_ids=sample_ids)
+            self.calls += 1
+            return out
+        return engine_call(index, self.n, inp.pad_id, inp.sampling, generate, self.failed)
 
     def _count_calls_as_built_in(self) -> None:
         """The built-in multi-turn rollout makes max_assistant_turns generate calls every step (a turn nobody is
@@ -118,20 +162,6 @@ class AgentSource:
         same call number on both paths whatever earlier steps' agents did."""
         for _ in range(self.settings.max_turns - self.calls):
             self.inputs.policy.skip("train")
-
-    def _check(self, outcomes: list[AgentOutcome], rows: list[dict], step: int) -> None:
-        """An engine failure fails the step; so does an agent's error with rollout.agent.on_error=fail."""
-        if self.engine_error is not None:
-            raise HybridRLError(f"step {step}: the rollout engine failed while generating for the agents: "
-                                f"{type(self.engine_error).__name__}: {self.engine_error}") from self.engine_error
-        failed = [i for i, o in enumerate(outcomes) if o.status == ERROR]
-        if failed and self.settings.on_error == "fail":
-            i = failed[0]
-            raise HybridRLError(
-                f"step {step}: agent {i} failed on dataset row {rows[i]['index']} (data_source="
-                f"{rows[i]['data_source']!r}): {outcomes[i].error} ({len(failed)} of {len(outcomes)} agents failed). "
-                "Fix the agent, or set actor_rollout_ref.rollout.agent.on_error=zero to give failed agents reward 0 "
-                "and count them (agent/errors)")
 
     def after_update(self, step: int, m: dict[str, float]) -> None:
         pass  # the engine samples with the policy's own module: the update already changed its weights

@@ -115,6 +115,7 @@ class ProxyServer:
         self.limit_hits, self.steps = 0, 0
         self.loop: Optional[asyncio.AbstractEventLoop] = None
         self.port: Optional[int] = None
+        self._step = None  # the step `run` runs (a concurrent.futures.Future), for `cancel`
 
     def start(self, timeout_s: float = 60.0) -> None:
         import uvicorn  # the fastapi extra, needed only by agent rollouts
@@ -150,12 +151,20 @@ class ProxyServer:
     def run(self, agent: Callable, rows: list[dict], engine_call: EngineCall, timeout_s: float
             ) -> tuple[list[AgentOutcome], StepCounts]:
         """Run `agent` on every row (agent i gets rows[i] and /agents/i/v1); per agent how it ended."""
-        step = asyncio.run_coroutine_threadsafe(self._run(agent, rows, engine_call, timeout_s), self.loop)
+        step = self._step = asyncio.run_coroutine_threadsafe(self._run(agent, rows, engine_call, timeout_s),
+                                                              self.loop)
         try:
             return step.result()
         except BaseException:  # Ctrl-C here, or a failure: the agents still running are cancelled, not left waiting
             step.cancel()
             raise
+
+    def cancel(self) -> None:
+        """Cancel the step `run` is running (from another thread: an asynchronous run's close); its `run` raises
+        CancelledError once the agents have been cancelled."""
+        step = self._step
+        if step is not None:
+            step.cancel()
 
     async def _run(self, agent: Callable, rows: list[dict], engine_call: EngineCall, timeout_s: float):
         k, self.steps = len(rows), self.steps + 1

@@ -1,5 +1,5 @@
 """actor_rollout_ref.rollout.agent.*: the agent function is checked when the config is (file, name, async, arity),
-the schedules and engines agent rollouts do not support yet are refused by name, and hybridrl.train(agent=...)
+what agent rollouts do not support yet is refused by name, and hybridrl.train(agent=...)
 gets the same checks before anything is written."""
 
 from __future__ import annotations
@@ -85,11 +85,18 @@ def test_agents_run_on_either_engine_and_backend(agents_file, overrides):
     assert _errors(f"{KEY}.path={agents_file}", *overrides) == []
 
 
-def test_async_training_is_refused_with_an_agent(agents_file):
-    errors = _errors(f"{KEY}.path={agents_file}", "trainer.backend=ray", "rollout.n_gpus_per_node=1",
-                     "rollout.nnodes=1")
-    assert any(e.startswith("asynchronous training (rollout.n_gpus_per_node x rollout.nnodes > 0) is not yet "
-                            "supported with the agent proxy") for e in errors), errors
+ASYNC = ("trainer.backend=ray", "rollout.n_gpus_per_node=1", "rollout.nnodes=1")
+
+
+def test_asynchronous_training_takes_an_agent_but_not_partial_rollouts(agents_file):
+    assert _errors(f"{KEY}.path={agents_file}", *ASYNC) == []
+    assert _errors(f"{KEY}.path={agents_file}", *ASYNC, "async_training.staleness_threshold=1") == []
+    errors = _errors(f"{KEY}.path={agents_file}", *ASYNC, "async_training.staleness_threshold=1",
+                     "async_training.partial_rollout=true")
+    assert [e for e in errors if "partial_rollout" in e] == [
+        "async_training.partial_rollout=true (a weight push landing inside one completion) is not yet supported with "
+        f"the agent proxy; set async_training.partial_rollout=false with {KEY}.path (a push may still land between "
+        "two turns: the batch's lag is its oldest turn's)"], errors
 
 
 def test_on_error_is_a_choice_key():
