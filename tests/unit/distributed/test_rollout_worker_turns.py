@@ -25,7 +25,7 @@ class FakeEngine:
 def fake_generation(log: list, go: threading.Event):
     """generate_rollout standing in: the version held at its start, then after `go`, at a decode-step boundary
     where it takes offered weights as rollout/hf.py does."""
-    def generate(engine, prompts, n, sampling, stream, inbox):
+    def generate(engine, prompts, n, sampling, stream, inbox, sample_ids=None):
         start = engine.loaded[-1] if engine.loaded else -1
         go.wait(5)
         if inbox is not None and (got := inbox.take()) is not None:
