@@ -44,7 +44,8 @@ from hybridrl.trainer.collect import RolloutInputs
 from hybridrl.trainer.resumable import check_resumable
 from hybridrl.trainer.runlock import RunLock
 from hybridrl.trainer.settings import LoopSettings, loop_settings
-from hybridrl.trainer.sources import RolloutSource, rollout_source
+from hybridrl.trainer.source_choice import rollout_source
+from hybridrl.trainer.sources import RolloutSource
 from hybridrl.trainer.tracking import Tracker
 from hybridrl.workers.build import build_critic, build_policy, build_reference, build_reward_model, build_teacher
 from hybridrl.workers.roles import CriticRole, PolicyRole, ReferenceRole, TeacherRole, WorkerProcesses

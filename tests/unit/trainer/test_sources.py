@@ -11,7 +11,8 @@ from hybridrl.batch import PromptBatch, Rollout
 from hybridrl.config.loader import load_config
 from hybridrl.config.schema import RLConfig
 from hybridrl.rewards.manager import RewardOutput
-from hybridrl.trainer.sources import AsyncSource, SyncSource, rollout_source
+from hybridrl.trainer.source_choice import rollout_source
+from hybridrl.trainer.sources import AsyncSource, SyncSource
 
 
 def prompts(index: list[int]) -> PromptBatch:
