@@ -1,0 +1,132 @@
+"""`hybridrl sweep SWEEP_FILE`: check the sweep, derive its concurrency, and run its trials with Ray Tune; the
+same command again resumes an interrupted sweep from its folder (Tune's experiment state).
+
+The sweep folder is Tune's experiment folder: Tune's state files, `sweep.yaml` (the sweep file as read) and one
+run folder per trial, named by the trial id (Tune's trial folder and the run's trainer.default_local_dir).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Callable
+
+from hybridrl.errors import ConfigError
+from hybridrl.sweep import resources
+from hybridrl.sweep.check import check_sweep, load_trial_config
+from hybridrl.sweep.results import SWEEP_FILE  # marks the folder as a sweep's, pins its definition
+from hybridrl.sweep.space import grid_size
+from hybridrl.sweep.spec import SweepSpec
+from hybridrl.sweep.trial import TIME_ATTR, run_trial
+
+
+
+def derive(spec: SweepSpec, log: Callable[[str], None]) -> resources.Concurrency:
+    """Concurrency from the largest need over the base config and every listed swept value (config/memory.py
+    estimates each; an invalid value is left to its trial to report)."""
+    cfg, plan = check_sweep(spec, log)
+    needs = [resources.trial_needs(cfg, plan)]
+    for e in spec.space:
+        for value in e.values:
+            try:
+                needs.append(resources.trial_needs(*load_trial_config(spec.base, {e.key: value})))
+            except ConfigError:
+                continue
+    trials = grid_size(spec.space) * spec.num_samples  # Tune's count: num_samples passes over the grid entries
+    got = resources.derive_concurrency(resources.largest_needs(needs), resources.this_machine(), trials)
+    if got.trials < 1:
+        raise ConfigError(f"no trial fits on this machine: {got.why}; lower the memory a trial needs (hybridrl plan "
+                          "shows the estimate) or run on a larger machine")
+    return got
+
+
+def _scheduler(spec: SweepSpec, max_t: int):
+    from ray.tune.schedulers import ASHAScheduler, FIFOScheduler, MedianStoppingRule
+
+    p = dict(spec.scheduler.params)
+    if spec.scheduler.name == "asha":
+        return ASHAScheduler(time_attr=TIME_ATTR, max_t=p.pop("max_t", max_t), **p)
+    if spec.scheduler.name == "median":
+        return MedianStoppingRule(time_attr=TIME_ATTR, **{"grace_period": 1, **p})
+    return FIFOScheduler()
+
+
+def _searcher(spec: SweepSpec, concurrency: int):
+    from ray.tune.search.basic_variant import BasicVariantGenerator
+
+    if spec.search == "tpe":
+        from ray.tune.search.optuna import OptunaSearch  # needs optuna (sweep/spec.py checked)
+
+        return OptunaSearch(seed=spec.seed)
+    return BasicVariantGenerator(random_state=spec.seed, max_concurrent=concurrency)
+
+
+def _write_sweep_file(spec: SweepSpec, folder: str) -> None:
+    import yaml
+
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, SWEEP_FILE), "w", encoding="utf-8") as f:
+        yaml.safe_dump(spec.source, f, sort_keys=False)
+
+
+def _tuner(spec: SweepSpec, folder: str, trainable, concurrency: int, resume: bool, max_t: int):
+    from ray import tune
+
+    if resume:
+        return tune.Tuner.restore(folder, trainable, resume_unfinished=True, resume_errored=False)
+    from hybridrl.sweep.space import to_tune
+
+    return tune.Tuner(
+        trainable, param_space=to_tune(spec.space),
+        tune_config=tune.TuneConfig(metric=spec.metric, mode=spec.mode, num_samples=spec.num_samples,
+                                    search_alg=_searcher(spec, concurrency), scheduler=_scheduler(spec, max_t),
+                                    max_concurrent_trials=concurrency,
+                                    trial_dirname_creator=lambda trial: trial.trial_id,
+                                    trial_name_creator=lambda trial: trial.trial_id),
+        run_config=tune.RunConfig(name=os.path.basename(folder), storage_path=os.path.dirname(folder), verbose=1,
+                                  failure_config=tune.FailureConfig(max_failures=0, fail_fast=False)))
+
+
+def _resuming(spec: SweepSpec, folder: str, must_resume: bool) -> bool:
+    """Whether `folder` holds this sweep to resume; a different sweep there, or --resume with none, is refused."""
+    from ray import tune
+
+    from hybridrl.sweep.spec import read_yaml
+
+    if not tune.Tuner.can_restore(folder):
+        if must_resume:
+            raise ConfigError(f"--resume: {folder} holds no sweep to resume; run without --resume to start it")
+        return False
+    mine = os.path.join(folder, SWEEP_FILE)
+    if not os.path.isfile(mine) or read_yaml(mine) != spec.source:
+        raise ConfigError(f"output={spec.output!r} holds another sweep (its definition is {mine}); give this sweep "
+                          "another output folder, or run that sweep's file to resume it")
+    return True
+
+
+def run_sweep(spec: SweepSpec, must_resume: bool = False, log: Callable[[str], None] = print) -> Any:
+    """Run the sweep, or resume it when its folder holds it already (`must_resume`: only resume); Tune's
+    ResultGrid."""
+    import ray
+    from ray import tune
+
+    folder = os.path.abspath(spec.output)
+    resume = _resuming(spec, folder, must_resume)
+    got = derive(spec, log)
+    log(f"concurrency: {got.why}")
+    cfg, _ = check_sweep(spec, log=lambda _: None)
+    max_t = cfg.trainer.total_training_steps or 1
+    os.environ["TUNE_DISABLE_STRICT_METRIC_CHECKING"] = "1"  # validation metrics come every test_freq steps only
+    os.environ["RAY_CHDIR_TO_TRIAL_DIR"] = "0"  # relative paths (data, configs) mean what they mean here
+    if not ray.is_initialized():
+        ray.init(num_cpus=resources.this_machine().cores, include_dashboard=False, configure_logging=False)
+    threads = got.threads(resources.this_machine())
+    log(f"each trial: {threads} CPU core(s) for its torch threads{', 1 GPU' * (cfg.trainer.device == 'cuda')}")
+    trainable = tune.with_resources(tune.with_parameters(run_trial, base=spec.base, output=folder, threads=threads),
+                                    {"cpu": threads, "gpu": int(cfg.trainer.device == "cuda")})
+    if resume:
+        log(f"resuming the sweep in {folder}: finished trials are kept, unfinished ones resume from their checkpoints")
+    else:
+        _write_sweep_file(spec, folder)
+    results = _tuner(spec, folder, trainable, got.trials, resume, max_t).fit()
+    log(f"sweep folder {folder}: `hybridrl compare {spec.output}` shows the trials, best first")
+    return results
