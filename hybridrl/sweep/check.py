@@ -52,18 +52,16 @@ def _unknown_keys(spec: SweepSpec) -> list[str]:
 
 
 def check_sweep(spec: SweepSpec, log=print) -> tuple[RLConfig, BatchPlan]:
-    """The base config with each swept key at its first value, and its plan; raises ConfigErrors naming every problem; warns (via `log`) about a metric
-    that no trial may log."""
+    """The base config with each swept key at its first value, and its plan; raises ConfigErrors naming every
+    problem; warns (via `log`) about a metric that no trial may log."""
     from hybridrl.config.validate import load_rl_config_checked
 
-    errors = _unknown_keys(spec)
+    raise_all(_unknown_keys(spec))  # first: the base check below would repeat them
     probe = {e.key: e.probe() for e in spec.space}  # the base may rely on a swept key (a batch size it lacks)
     cfg, base_errors, plan = load_rl_config_checked(spec.base.config, spec.base.overrides, {**spec.base.values, **probe})
     where = f"base (with {', '.join(f'{k}={v!r}' for k, v in probe.items())}, each swept key's first value)"
-    errors += [f"{where}: {m}" for m in base_errors]
-    raise_all(errors)
-    errors += _run_problems(spec, cfg)
-    raise_all(errors)
+    raise_all([f"{where}: {m}" for m in base_errors])
+    raise_all(_run_problems(spec, cfg))
     for warning in metric_warnings(spec.metric, cfg):
         log(f"warning: {warning}")
     assert plan is not None

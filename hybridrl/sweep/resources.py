@@ -65,8 +65,8 @@ def largest_needs(needs: list[TrialNeeds]) -> TrialNeeds:
 
 
 def derive_concurrency(need: TrialNeeds, machine: Machine, trials: int | None = None) -> Concurrency:
-    """min(cores / cpus, GPUs / gpus, RAM / memory) trials at once, at least 1 and at most `trials` (the number
-    the sweep makes, None when unbounded); `why` says which resource bound it."""
+    """min(cores / cpus, GPUs / gpus, RAM / memory, `trials`) trials at once (`trials`: the number the sweep makes,
+    None when unbounded); 0 when a trial does not fit at all. `why` shows every bound."""
     bounds = {f"{machine.cores} cores / {need.cpus} per trial": machine.cores // need.cpus}
     if need.gpus:
         bounds[f"{machine.gpus} GPUs / {need.gpus} per trial"] = machine.gpus // need.gpus
@@ -79,4 +79,4 @@ def derive_concurrency(need: TrialNeeds, machine: Machine, trials: int | None = 
     if n < 1:
         return Concurrency(0, f"a trial needs more than the machine has: {limit} = {n}")
     text = "; ".join(f"{k} = {v}" for k, v in bounds.items())
-    return Concurrency(n, f"{n} trial(s) at once, bound by {limit} ({text})")
+    return Concurrency(n, f"{n} trial(s) at once, the smallest of: {text}")
