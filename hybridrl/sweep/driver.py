@@ -20,9 +20,10 @@ from hybridrl.sweep.trial import TIME_ATTR, run_trial
 
 
 
-def derive(spec: SweepSpec, log: Callable[[str], None]) -> resources.Concurrency:
-    """Concurrency from the largest need over the base config and every listed swept value (config/memory.py
-    estimates each; an invalid value is left to its trial to report)."""
+def derive(spec: SweepSpec, log: Callable[[str], None]) -> tuple[resources.Concurrency, Any]:
+    """(concurrency, the base config checked by check_sweep). The concurrency comes from the largest need over the
+    base config and every listed swept value (config/memory.py estimates each; an invalid value is left to its
+    trial to report)."""
     cfg, plan = check_sweep(spec, log)
     needs = [resources.trial_needs(cfg, plan)]
     for e in spec.space:
@@ -36,7 +37,7 @@ def derive(spec: SweepSpec, log: Callable[[str], None]) -> resources.Concurrency
     if got.trials < 1:
         raise ConfigError(f"no trial fits on this machine: {got.why}; lower the memory a trial needs (hybridrl plan "
                           "shows the estimate) or run on a larger machine")
-    return got
+    return got, cfg
 
 
 def _scheduler(spec: SweepSpec, max_t: int):
@@ -107,18 +108,29 @@ def run_sweep(spec: SweepSpec, must_resume: bool = False, log: Callable[[str], N
     """Run the sweep, or resume it when its folder holds it already (`must_resume`: only resume); Tune's
     ResultGrid."""
     import ray
-    from ray import tune
 
     folder = os.path.abspath(spec.output)
     resume = _resuming(spec, folder, must_resume)
-    got = derive(spec, log)
+    got, cfg = derive(spec, log)
     log(f"concurrency: {got.why}")
-    cfg, _ = check_sweep(spec, log=lambda _: None)
-    max_t = cfg.trainer.total_training_steps or 1
     os.environ["TUNE_DISABLE_STRICT_METRIC_CHECKING"] = "1"  # validation metrics come every test_freq steps only
     os.environ["RAY_CHDIR_TO_TRIAL_DIR"] = "0"  # relative paths (data, configs) mean what they mean here
-    if not ray.is_initialized():
-        ray.init(num_cpus=resources.this_machine().cores, include_dashboard=False, configure_logging=False)
+    started = not ray.is_initialized()
+    if started:
+        # address="local": a Ray instance of its own, never one another job on this machine started
+        ray.init(address="local", num_cpus=resources.this_machine().cores, include_dashboard=False,
+                 configure_logging=False)
+    try:
+        return _fit(spec, folder, cfg, got, resume, log)
+    finally:
+        if started:  # the trials' processes go with it
+            ray.shutdown()
+
+
+def _fit(spec: SweepSpec, folder: str, cfg, got: resources.Concurrency, resume: bool, log: Callable[[str], None]):
+    from ray import tune
+
+    max_t = cfg.trainer.total_training_steps or 1
     threads = got.threads(resources.this_machine())
     log(f"each trial: {threads} CPU core(s) for its torch threads{', 1 GPU' * (cfg.trainer.device == 'cuda')}")
     trainable = tune.with_resources(tune.with_parameters(run_trial, base=spec.base, output=folder, threads=threads),
@@ -128,5 +140,7 @@ def run_sweep(spec: SweepSpec, must_resume: bool = False, log: Callable[[str], N
     else:
         _write_sweep_file(spec, folder)
     results = _tuner(spec, folder, trainable, got.trials, resume, max_t).fit()
-    log(f"sweep folder {folder}: `hybridrl compare {spec.output}` shows the trials, best first")
+    failed = sum(r.error is not None for r in results)
+    log(f"{len(results)} trials, {failed} failed; sweep folder {folder}: `hybridrl compare {spec.output}` shows the "
+        "trials, best first, and each failure's error")
     return results

@@ -41,6 +41,14 @@ def write_trial_file(run_dir: str, sampled: Mapping[str, Any], status: str, erro
     os.replace(tmp, os.path.join(run_dir, TRIAL_FILE))  # a kill never leaves half a file
 
 
+def read_status(run_dir: str) -> str | None:
+    path = os.path.join(run_dir, TRIAL_FILE)
+    if not os.path.isfile(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)["status"]
+
+
 def run_trial(sampled: dict[str, Any], base: Base, output: str, threads: int) -> None:
     """Tune's function trainable: `sampled` is the trial's {config key: value}; `threads`: its cores
     (sweep/resources.py)."""
@@ -52,6 +60,8 @@ def run_trial(sampled: dict[str, Any], base: Base, output: str, threads: int) ->
 
     torch.set_num_threads(threads)
     run_dir = os.path.join(output, tune.get_context().get_trial_id())
+    if read_status(run_dir) == "finished":  # a resumed sweep whose state predates this trial's end: keep it as is
+        return
     write_trial_file(run_dir, sampled, "running")
     try:
         cfg, plan = load_trial_config(base, sampled, run_dir)
