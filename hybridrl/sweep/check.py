@@ -76,9 +76,9 @@ def _run_problems(spec: SweepSpec, cfg: RLConfig) -> list[str]:
     if tr.backend != "local":
         out.append(f"base: trainer.backend={tr.backend}; this first slice of `hybridrl sweep` runs each trial in its "
                    "own process (trainer.backend=local); placement-group bundles for Ray-backend trials come later")
-    asha = spec.scheduler.name == "asha"
-    if asha and "max_t" not in spec.scheduler.params and tr.total_training_steps is None:
-        out.append("scheduler.max_t: needed when trainer.total_training_steps is null; give the most steps a trial runs")
+    if tr.total_training_steps is None:
+        out.append("base: trainer.total_training_steps is null; a sweep counts each trial's steps (the schedulers' "
+                   "max_t, the last step's report), set it in base.overrides or sweep it in space")
     return out
 
 

@@ -18,6 +18,8 @@ from hybridrl.sweep.space import grid_size
 from hybridrl.sweep.spec import SweepSpec
 from hybridrl.sweep.trial import TIME_ATTR, run_trial
 
+STEPS = "trainer.total_training_steps"
+
 
 
 def derive(spec: SweepSpec, log: Callable[[str], None]) -> tuple[resources.Concurrency, Any]:
@@ -33,11 +35,18 @@ def derive(spec: SweepSpec, log: Callable[[str], None]) -> tuple[resources.Concu
             except ConfigError:
                 continue
     trials = grid_size(spec.space) * spec.num_samples  # Tune's count: num_samples passes over the grid entries
-    got = resources.derive_concurrency(resources.largest_needs(needs), resources.this_machine(), trials)
+    got = resources.derive_concurrency(resources.largest_needs(needs), resources.this_machine(), trials,
+                                       spec.max_concurrent)
     if got.trials < 1:
         raise ConfigError(f"no trial fits on this machine: {got.why}; lower the memory a trial needs (hybridrl plan "
                           "shows the estimate) or run on a larger machine")
     return got, cfg
+
+
+def most_steps(spec: SweepSpec, base_steps: int) -> int:
+    """The most steps a trial runs (ASHA's max_t): the base's, or the largest swept trainer.total_training_steps."""
+    swept = [max(e.values) for e in spec.space if e.key == STEPS]  # a range's [lo, hi] too: hi
+    return swept[0] if swept else base_steps
 
 
 def _scheduler(spec: SweepSpec, max_t: int):
@@ -130,7 +139,7 @@ def run_sweep(spec: SweepSpec, must_resume: bool = False, log: Callable[[str], N
 def _fit(spec: SweepSpec, folder: str, cfg, got: resources.Concurrency, resume: bool, log: Callable[[str], None]):
     from ray import tune
 
-    max_t = cfg.trainer.total_training_steps or 1
+    max_t = most_steps(spec, cfg.trainer.total_training_steps)
     threads = got.threads(resources.this_machine())
     log(f"each trial: {threads} CPU core(s) for its torch threads{', 1 GPU' * (cfg.trainer.device == 'cuda')}")
     trainable = tune.with_resources(tune.with_parameters(run_trial, base=spec.base, output=folder, threads=threads),

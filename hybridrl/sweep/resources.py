@@ -64,9 +64,11 @@ def largest_needs(needs: list[TrialNeeds]) -> TrialNeeds:
                       needs[0].device)
 
 
-def derive_concurrency(need: TrialNeeds, machine: Machine, trials: int | None = None) -> Concurrency:
+def derive_concurrency(need: TrialNeeds, machine: Machine, trials: int | None = None,
+                       cap: int | None = None) -> Concurrency:
     """min(cores / cpus, GPUs / gpus, RAM / memory, `trials`) trials at once (`trials`: the number the sweep makes,
-    None when unbounded); 0 when a trial does not fit at all. `why` shows every bound."""
+    None when unbounded) and the sweep file's `cap` (max_concurrent); 0 when a trial does not fit at all. `why`
+    shows every bound."""
     bounds = {f"{machine.cores} cores / {need.cpus} per trial": machine.cores // need.cpus}
     if need.gpus:
         bounds[f"{machine.gpus} GPUs / {need.gpus} per trial"] = machine.gpus // need.gpus
@@ -75,6 +77,8 @@ def derive_concurrency(need: TrialNeeds, machine: Machine, trials: int | None = 
             machine.ram_bytes // max(1, need.memory_bytes)
     if trials is not None:
         bounds[f"{trials} trials in the sweep"] = trials
+    if cap is not None:
+        bounds["max_concurrent in the sweep file"] = cap
     limit, n = min(bounds.items(), key=lambda kv: kv[1])
     if n < 1:
         return Concurrency(0, f"a trial needs more than the machine has: {limit} = {n}")

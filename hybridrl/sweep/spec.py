@@ -14,6 +14,8 @@ the fix (errors.ConfigErrors), before Ray starts.
     scheduler: asha             # none | asha | median, or {name: asha, grace_period: 2, reduction_factor: 2}
     output: sweeps/lr           # the sweep folder: one run folder per trial inside
     seed: 0                     # optional: the search's seed
+    max_concurrent: 2           # optional: at most this many trials at once (below what the machine allows, e.g.
+                                #   to leave cores to other work); the machine's bound is derived (sweep/resources.py)
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from typing import Any, Mapping, Optional
 from hybridrl.errors import ConfigError, raise_all
 from hybridrl.sweep.space import Entry, parse_entry, space_problems
 
-KEYS = ("base", "space", "metric", "mode", "num_samples", "search", "scheduler", "output", "seed")
+KEYS = ("base", "space", "metric", "mode", "num_samples", "search", "scheduler", "output", "seed", "max_concurrent")
 SEARCHES = ("random", "grid", "tpe")
 # scheduler -> its parameters (name -> (type, lowest value)); each counts hybridrl steps (Tune's time_attr "step")
 SCHEDULERS: dict[str, dict[str, tuple[type, float]]] = {
@@ -67,6 +69,7 @@ class SweepSpec:
     scheduler: Scheduler
     output: str
     seed: int = 0
+    max_concurrent: Optional[int] = None
     source: dict[str, Any] = field(default_factory=dict)  # the file as read, written into the sweep folder
 
 
@@ -111,7 +114,8 @@ def parse_sweep(raw: Mapping[str, Any]) -> SweepSpec:
     spec = SweepSpec(base=base, space=space, metric=_string(raw, "metric", errors), mode=_choice(raw, "mode", "max",
                      ("max", "min"), errors), num_samples=_int(raw, "num_samples", 1, 1, errors), search=search,
                      scheduler=_scheduler(raw.get("scheduler", "none"), errors), output=_string(raw, "output", errors),
-                     seed=_int(raw, "seed", 0, 0, errors), source=dict(raw))
+                     seed=_int(raw, "seed", 0, 0, errors), source=dict(raw),
+                     max_concurrent=_int(raw, "max_concurrent", None, 1, errors) if "max_concurrent" in raw else None)
     raise_all(errors)
     return spec
 

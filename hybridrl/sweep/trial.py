@@ -25,12 +25,29 @@ class TrialConfigError(ConfigError):
 
 
 class TuneReport:
-    """The trainer callback that hands every logged step's metrics to Tune (ASHA / median stop on them)."""
+    """The trainer callback that hands every logged step's metrics to Tune (ASHA / median stop on them).
+
+    The last step's metrics are held back until the run has ended (`report_last`): a scheduler stops a trial by
+    killing its process, and a stop on the last report (ASHA's max_t) would otherwise cut the run's final
+    checkpoint and its "finished" status."""
+
+    def __init__(self, last_step: int):
+        self.last_step = last_step
+        self.held: dict[str, float] | None = None
 
     def on_step_end(self, step: int, metrics: Mapping[str, float]) -> None:
         from ray import tune
 
-        tune.report({**metrics, TIME_ATTR: step})
+        if step == self.last_step:
+            self.held = {**metrics, TIME_ATTR: step}
+        else:
+            tune.report({**metrics, TIME_ATTR: step})
+
+    def report_last(self) -> None:
+        from ray import tune
+
+        if self.held is not None:
+            tune.report(self.held)
 
 
 def write_trial_file(run_dir: str, sampled: Mapping[str, Any], status: str, error: str | None = None) -> None:
@@ -68,5 +85,7 @@ def run_trial(sampled: dict[str, Any], base: Base, output: str, threads: int) ->
     except ConfigError as e:
         write_trial_file(run_dir, sampled, "error", str(e))
         raise TrialConfigError(f"invalid sampled config {sampled}: {e}") from None
-    launch(cfg, plan, callbacks=Callbacks([TuneReport()]))
+    report = TuneReport(cfg.trainer.total_training_steps)  # set: sweep/check.py requires it
+    launch(cfg, plan, callbacks=Callbacks([report]))
     write_trial_file(run_dir, sampled, "finished")
+    report.report_last()

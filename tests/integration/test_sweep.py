@@ -31,11 +31,11 @@ def base(arith_data, **extra) -> dict:
             "trainer.logger": ["file"], **extra}
 
 
-def write_sweep(tmp_path, overrides: dict, space: dict) -> str:
+def write_sweep(tmp_path, overrides: dict, space: dict, **keys) -> str:
     path = tmp_path / "sweep.yaml"
     path.write_text(yaml.safe_dump({"base": {"overrides": overrides}, "space": space, "search": "grid",
                                     "metric": "val-core/arithmetic/reward/mean@1", "mode": "max",
-                                    "output": str(tmp_path / "out")}))
+                                    "output": str(tmp_path / "out"), **keys}))
     return str(path)
 
 
@@ -90,6 +90,25 @@ def test_a_grid_sweep_equals_its_configs_run_alone_and_an_invalid_trial_does_not
     assert table[1].split()[1] == found[best][0]
 
 
+def test_asha_stops_the_trial_below_the_rungs_cutoff(arith_data, tmp_path):
+    """The metric is the logged learning rate, so which trial is worse is known before anything runs; one trial at
+    a time, in grid order: lr=1e-5 runs its 3 steps and sets the cutoff of the rungs at steps 1 and 2; lr=1e-6
+    reaches step 1 below it and is stopped there (Tune kills it after that report: it may log step 2 first, never
+    its last step 3)."""
+    quick = {MINI: 8, STEPS: 3, "trainer.test_freq": -1, "trainer.val_before_train": False}  # no validation needed
+    sweep = write_sweep(tmp_path, base(arith_data, **quick), {LR: {"grid": [1e-5, 1e-6]}},
+                        metric="actor/lr", max_concurrent=1,
+                        scheduler={"name": "asha", "grace_period": 1, "reduction_factor": 2})
+    out = finish(hybridrl("sweep", sweep))
+    assert "max_concurrent in the sweep file = 1" in out
+    found = {t["sampled"][LR]: (d, t["status"]) for d, t in trials(tmp_path / "out").items()}
+    assert found[1e-5][1] == "finished" and found[1e-6][1] == "running"  # stopped: it never reached its end
+    steps = lambda d: [r["step"] for r in metrics(tmp_path / "out" / d)]  # noqa: E731
+    assert steps(found[1e-5][0]) == [1, 2, 3] and steps(found[1e-6][0]) in ([1], [1, 2])
+    table = finish(hybridrl("compare", str(tmp_path / "out"))).splitlines()
+    assert table[2].split()[1:5] == [found[1e-6][0], "stopped", "at", "step"]
+
+
 def checkpointed(run_dir) -> int:
     path = run_dir / "latest_checkpointed_iteration.txt"
     return int(path.read_text()) if path.is_file() else 0
@@ -116,12 +135,14 @@ def test_a_sweep_killed_mid_way_resumes_without_redoing_finished_trials(arith_da
     assert cut in (2, 3), "the long trial ended before the kill; the test needs it cut"
     kept = {name: (out_dir / short / name).read_bytes() for name in ("metrics.jsonl", "trial.json")}
 
-    out = finish(hybridrl("sweep", sweep))
+    threads = int(re.search(r"each trial: (\d+) CPU core", proc.stdout.read())[1])
+    resumed = hybridrl("sweep", sweep)
+    # meanwhile, the cut trial's config run alone and whole (the trial resumes on one core, this run takes another)
+    (alone,) = plain_runs(arith_data, tmp_path, threads, [{MINI: 8, "trainer.save_freq": 1, STEPS: 4}])
+    out = finish(resumed)
     assert f"resumed from step {cut} " in out and "resuming the sweep in" in out
     assert {name: (out_dir / short / name).read_bytes() for name in kept} == kept  # the finished trial untouched
     assert trials(out_dir)[long]["status"] == "finished"
-    threads = int(re.search(r"each trial: (\d+) CPU core", out)[1])
-    (alone,) = plain_runs(arith_data, tmp_path, threads, [{MINI: 8, "trainer.save_freq": 1, STEPS: 4}])
     assert len(alone) == 5 and metrics(out_dir / long) == alone
 
 

@@ -69,3 +69,9 @@ def test_a_trial_larger_than_the_machine_gives_zero():
 def test_the_largest_need_is_taken_per_resource():
     needs = [TrialNeeds(1, 0, 2 * GIB, "cpu"), TrialNeeds(2, 0, 1 * GIB, "cpu")]
     assert largest_needs(needs) == TrialNeeds(2, 0, 2 * GIB, "cpu")
+
+
+def test_the_sweep_files_max_concurrent_caps_the_derived_bound():
+    got = derive_concurrency(TrialNeeds(1, 0, 600 * MIB, "cpu"), Machine(8, 0, 16 * GIB), trials=12, cap=3)
+    assert got.trials == 3 and got.why.endswith("; max_concurrent in the sweep file = 3")
+    assert got.threads(Machine(8, 0, 16 * GIB)) == 2  # 8 cores // 3 trials

@@ -33,6 +33,7 @@ def test_a_good_file_parses_with_its_defaults():
     ({"mode": "maximum"}, "mode='maximum': not supported; valid values: max, min"),
     ({"search": "bayes"}, "search='bayes': not supported; valid values: random, grid, tpe"),
     ({"num_samples": 0}, "num_samples=0: give an integer >= 1"),
+    ({"max_concurrent": 0}, "max_concurrent=0: give an integer >= 1"),
     ({"scheduler": "hyperband"}, "scheduler: got 'hyperband'; give one of none, asha, median"),
     ({"scheduler": {"name": "asha", "grace": 1}}, "scheduler.grace: not a parameter of asha; valid: grace_period, "
                                                    "reduction_factor, max_t"),
@@ -124,3 +125,30 @@ def test_unknown_or_never_reported_metrics_are_warned_about():
     assert metric_warnings("val-core/arithmetic/reward/mean@1", cfg) == [
         "metric='val-core/arithmetic/reward/mean@1' is a validation metric and trainer.test_freq=-1: trials never "
         "report it after step 0; set trainer.test_freq in base.overrides"]
+
+
+def test_the_schedulers_count_hybridrl_steps_on_the_sweeps_metric():
+    pytest.importorskip("ray")
+    from hybridrl.sweep.driver import _scheduler
+
+    asha = _scheduler(parse_sweep({**GOOD, "scheduler": {"name": "asha", "grace_period": 2, "reduction_factor": 3}}), 9)
+    assert (asha._time_attr, asha._max_t, asha._brackets[0]._rungs[-1][0]) == ("step", 9, 2)  # first rung at step 2
+    assert asha._brackets[0].rf == 3
+    median = _scheduler(parse_sweep({**GOOD, "scheduler": "median"}), 9)
+    assert (median._time_attr, median._grace_period) == ("step", 1)
+
+
+def test_asha_runs_to_the_most_steps_a_trial_takes():
+    pytest.importorskip("ray")
+    from hybridrl.sweep.driver import most_steps
+
+    assert most_steps(parse_sweep(GOOD), 7) == 7  # the base's trainer.total_training_steps
+    swept = {**GOOD, "space": {"trainer.total_training_steps": {"grid": [4, 12, 8]}}}
+    assert most_steps(parse_sweep(swept), 7) == 12
+    assert most_steps(parse_sweep({**swept, "space": {"trainer.total_training_steps": {"randint": [2, 9]}}}), 7) == 9
+
+
+def test_a_base_without_a_step_count_is_refused():
+    spec = parse_sweep({**GOOD, "base": {"overrides": {"trainer.total_training_steps": None}}})
+    with pytest.raises(ConfigErrors, match="trainer.total_training_steps is null; a sweep counts each trial's steps"):
+        check_sweep(spec)
