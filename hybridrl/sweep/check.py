@@ -1,6 +1,7 @@
 """A sweep checked against the config schema, with the validation `hybridrl train` uses
-(config/validate.load_rl_config), before any trial runs: the base config must be valid, every swept key must
-be a config key, and what the sweep relies on must hold (metrics.jsonl, an in-process backend).
+(config/validate.load_rl_config), before any trial runs: the base config must be valid and what the sweep
+relies on must hold (metrics.jsonl, an in-process backend, a step count). The swept keys were checked with the
+file (sweep/keys.py).
 
 A swept *value* is not judged here: a trial whose sampled config is invalid fails alone, with its error in the
 results (sweep/trial.py), as the issue asks.
@@ -33,30 +34,11 @@ def load_trial_config(base: Base, sampled: dict[str, Any], run_dir: Optional[str
     return load_rl_config(base.config, base.overrides, values)
 
 
-def _unknown_keys(spec: SweepSpec) -> list[str]:
-    """The loader's own message for each swept key it refuses as a key (not for its probe value)."""
-    from hybridrl.config.loader import load_config_checked, valid_keys
-
-    loaded = load_config_checked(RLConfig, spec.base.config, spec.base.overrides,
-                                 {**spec.base.values, **{e.key: e.probe() for e in spec.space}})
-    fields = valid_keys(RLConfig)
-    out = []
-    for e in spec.space:
-        if e.key in fields:
-            continue
-        said = [m for m in loaded.errors if f"'{e.key}'" in m or f"{e.key}=" in m or f"{e.key}:" in m]
-        if said or e.key in loaded.refused:
-            out += [f"space.{e.key}: {m}" for m in said] or [f"space.{e.key}: not a config key (hybridrl train "
-                                                             "--help lists them)"]
-    return out
-
-
 def check_sweep(spec: SweepSpec, log=print) -> tuple[RLConfig, BatchPlan]:
     """The base config with each swept key at its first value, and its plan; raises ConfigErrors naming every
     problem; warns (via `log`) about a metric that no trial may log."""
     from hybridrl.config.validate import load_rl_config_checked
 
-    raise_all(_unknown_keys(spec))  # first: the base check below would repeat them
     probe = {e.key: e.probe() for e in spec.space}  # the base may rely on a swept key (a batch size it lacks)
     cfg, base_errors, plan = load_rl_config_checked(spec.base.config, spec.base.overrides, {**spec.base.values, **probe})
     where = f"base (with {', '.join(f'{k}={v!r}' for k, v in probe.items())}, each swept key's first value)"

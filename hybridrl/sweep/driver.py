@@ -89,7 +89,8 @@ def _tuner(spec: SweepSpec, folder: str, trainable, concurrency: int, resume: bo
         trainable, param_space=to_tune(spec.space),
         tune_config=tune.TuneConfig(metric=spec.metric, mode=spec.mode, num_samples=spec.num_samples,
                                     search_alg=_searcher(spec, concurrency), scheduler=_scheduler(spec, max_t),
-                                    max_concurrent_trials=concurrency,
+                                    # the random/grid generator takes the bound itself (above); a Searcher here
+                                    max_concurrent_trials=concurrency if spec.search == "tpe" else None,
                                     trial_dirname_creator=lambda trial: trial.trial_id,
                                     trial_name_creator=lambda trial: trial.trial_id),
         run_config=tune.RunConfig(name=os.path.basename(folder), storage_path=os.path.dirname(folder), verbose=1,
@@ -124,6 +125,7 @@ def run_sweep(spec: SweepSpec, must_resume: bool = False, log: Callable[[str], N
     log(f"concurrency: {got.why}")
     os.environ["TUNE_DISABLE_STRICT_METRIC_CHECKING"] = "1"  # validation metrics come every test_freq steps only
     os.environ["RAY_CHDIR_TO_TRIAL_DIR"] = "0"  # relative paths (data, configs) mean what they mean here
+    os.environ["TUNE_DISABLE_AUTO_CALLBACK_LOGGERS"] = "1"  # each trial logs its metrics.jsonl; no CSV/JSON/TBX copies
     started = not ray.is_initialized()
     if started:
         # address="local": a Ray instance of its own, never one another job on this machine started

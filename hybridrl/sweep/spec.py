@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional
 
 from hybridrl.errors import ConfigError, raise_all
+from hybridrl.sweep.keys import unknown_keys
 from hybridrl.sweep.space import Entry, parse_entry, space_problems
 
 KEYS = ("base", "space", "metric", "mode", "num_samples", "search", "scheduler", "output", "seed", "max_concurrent")
@@ -86,7 +87,8 @@ def read_yaml(path: str) -> Any:
 
 
 def load_sweep(path: str) -> SweepSpec:
-    """The sweep file at `path`, checked whole (sweep/check.py then checks it against the config schema)."""
+    """The sweep file at `path`, checked whole, its swept keys against the config schema (sweep/check.py then
+    checks the base config)."""
     raw = read_yaml(path)
     if not isinstance(raw, Mapping):
         raise ConfigError(f"{path}: a sweep file is a mapping of {', '.join(KEYS)}; got {type(raw).__name__}")
@@ -111,6 +113,8 @@ def parse_sweep(raw: Mapping[str, Any]) -> SweepSpec:
     errors += [f"base.overrides: {key} is set by the sweep for every trial; remove it" for key in base.keys()
                if key in SWEEP_SET]
     errors += [f"space.{e.key}: also set in base.overrides; give it in one place" for e in space if e.key in base.keys()]
+    if space and not any(m.startswith("base") for m in errors):  # the loader needs a readable base
+        errors += unknown_keys(base.config, base.overrides, base.values, space)
     spec = SweepSpec(base=base, space=space, metric=_string(raw, "metric", errors), mode=_choice(raw, "mode", "max",
                      ("max", "min"), errors), num_samples=_int(raw, "num_samples", 1, 1, errors), search=search,
                      scheduler=_scheduler(raw.get("scheduler", "none"), errors), output=_string(raw, "output", errors),

@@ -39,13 +39,13 @@ def test_a_good_file_parses_with_its_defaults():
                                                    "reduction_factor, max_t"),
     ({"scheduler": {"name": "asha", "reduction_factor": 1}}, "scheduler.reduction_factor=1: give a number > 1"),
     ({"space": {}}, "space: got {}; give a mapping of at least one config key"),
-    ({"space": {"a.b": {"normal": [0, 1]}}}, "space.a.b: got ['normal']; give exactly one of choice, grid, uniform"),
-    ({"space": {"a.b": {"grid": []}}}, "space.a.b.grid: got []; give a non-empty list"),
-    ({"space": {"a.b": {"uniform": [1, 0]}}}, "space.a.b.uniform: [1, 0]: lo=1 must be below hi=0"),
-    ({"space": {"a.b": {"loguniform": [0, 1e-3]}}}, "space.a.b.loguniform: [0, 0.001]: lo=0: a log-uniform range "
+    ({"space": {"trainer.test_freq": {"normal": [0, 1]}}}, "space.trainer.test_freq: got ['normal']; give exactly one of choice, grid, uniform"),
+    ({"space": {"trainer.test_freq": {"grid": []}}}, "space.trainer.test_freq.grid: got []; give a non-empty list"),
+    ({"space": {"trainer.test_freq": {"uniform": [1, 0]}}}, "space.trainer.test_freq.uniform: [1, 0]: lo=1 must be below hi=0"),
+    ({"space": {"trainer.test_freq": {"loguniform": [0, 1e-3]}}}, "space.trainer.test_freq.loguniform: [0, 0.001]: lo=0: a log-uniform range "
                                                     "needs 0 < lo"),
-    ({"space": {"a.b": {"randint": [1, 2.5]}}}, "space.a.b.randint: [1, 2.5]: give two integers [lo, hi]"),
-    ({"space": {"a.b": {"choice": [1, 2]}}, "search": "grid"}, "space.a.b: choice under search=grid; give it as grid"),
+    ({"space": {"trainer.test_freq": {"randint": [1, 2.5]}}}, "space.trainer.test_freq.randint: [1, 2.5]: give two integers [lo, hi]"),
+    ({"space": {"trainer.test_freq": {"choice": [1, 2]}}, "search": "grid"}, "space.trainer.test_freq: choice under search=grid; give it as grid"),
     ({"space": {"trainer.default_local_dir": {"grid": ["a"]}}}, "space.trainer.default_local_dir: the sweep sets it"),
     ({"base": {"overrides": ["actor_rollout_ref.actor.optim.lr=1e-6"]}},
      "space.actor_rollout_ref.actor.optim.lr: also set in base.overrides; give it in one place"),
@@ -62,7 +62,7 @@ def test_tpe_without_optuna_says_to_install_it():
 
     if importlib.util.find_spec("optuna") is not None:
         pytest.skip("optuna is installed here: test_tpe_uses_optunas_searcher covers search=tpe")
-    assert problems(search="tpe", space={"a.b": {"choice": [1, 2]}}) == [
+    assert problems(search="tpe", space={"trainer.test_freq": {"choice": [1, 2]}}) == [
         "search=tpe needs Optuna, which is not installed; install optuna, or use search=random"]
 
 
@@ -70,7 +70,7 @@ def test_tpe_uses_optunas_searcher():
     pytest.importorskip("optuna")
     from hybridrl.sweep.driver import _searcher
 
-    spec = parse_sweep({**GOOD, "space": {"a.b": {"choice": [1, 2]}}, "search": "tpe"})
+    spec = parse_sweep({**GOOD, "space": {"trainer.test_freq": {"choice": [1, 2]}}, "search": "tpe"})
     assert type(_searcher(spec, 2)).__name__ == "OptunaSearch"
 
 
@@ -86,15 +86,15 @@ def test_every_problem_is_reported_at_once():
 
 
 def test_an_unknown_config_key_in_the_space_is_refused_by_the_train_validation():
-    spec = parse_sweep({**GOOD, "space": {"actor_rollout_ref.actor.optim.lrr": {"grid": [1e-6]},
-                                          "trainer.tes_freq": {"choice": [1]}}})
-    with pytest.raises(ConfigErrors) as e:
-        check_sweep(spec)
+    with pytest.raises(ConfigErrors) as e:  # with the file's other problems, before any config is built
+        parse_sweep({**GOOD, "mode": "up", "space": {"actor_rollout_ref.actor.optim.lrr": {"grid": [1e-6]},
+                                                     "trainer.tes_freq": {"choice": [1]}}})
     assert e.value.messages == [
         "space.actor_rollout_ref.actor.optim.lrr: config: unknown key 'actor_rollout_ref.actor.optim.lrr'; did you "
         "mean 'actor_rollout_ref.actor.optim.lr'? (--help lists every key)",
         "space.trainer.tes_freq: config: unknown key 'trainer.tes_freq'; did you mean 'trainer.test_freq'? (--help "
-        "lists every key)"]
+        "lists every key)",
+        "mode='up': not supported; valid values: max, min"]
 
 
 def test_the_base_is_checked_with_the_swept_keys_first_values():
