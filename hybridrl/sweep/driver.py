@@ -11,6 +11,7 @@ import os
 from typing import Any, Callable
 
 from hybridrl.errors import ConfigError
+from hybridrl.interrupt import Interrupted, interrupted_message, stopping
 from hybridrl.sweep import resources
 from hybridrl.sweep.check import check_sweep, load_trial_config
 from hybridrl.sweep.results import SWEEP_FILE  # marks the folder as a sweep's, pins its definition
@@ -80,6 +81,7 @@ def _write_sweep_file(spec: SweepSpec, folder: str) -> None:
 
 def _tuner(spec: SweepSpec, folder: str, trainable, concurrency: int, resume: bool, max_t: int):
     from ray import tune
+    from ray.tune.logger import CSVLoggerCallback, JsonLoggerCallback
 
     if resume:
         return tune.Tuner.restore(folder, trainable, resume_unfinished=True, resume_errored=False)
@@ -94,6 +96,8 @@ def _tuner(spec: SweepSpec, folder: str, trainable, concurrency: int, resume: bo
                                     trial_dirname_creator=lambda trial: trial.trial_id,
                                     trial_name_creator=lambda trial: trial.trial_id),
         run_config=tune.RunConfig(name=os.path.basename(folder), storage_path=os.path.dirname(folder), verbose=1,
+                                  # result.json / progress.csv: what Tune's own results read; no TensorBoard copy
+                                  callbacks=[JsonLoggerCallback(), CSVLoggerCallback()],
                                   failure_config=tune.FailureConfig(max_failures=0, fail_fast=False)))
 
 
@@ -125,7 +129,9 @@ def run_sweep(spec: SweepSpec, must_resume: bool = False, log: Callable[[str], N
     log(f"concurrency: {got.why}")
     os.environ["TUNE_DISABLE_STRICT_METRIC_CHECKING"] = "1"  # validation metrics come every test_freq steps only
     os.environ["RAY_CHDIR_TO_TRIAL_DIR"] = "0"  # relative paths (data, configs) mean what they mean here
-    os.environ["TUNE_DISABLE_AUTO_CALLBACK_LOGGERS"] = "1"  # each trial logs its metrics.jsonl; no CSV/JSON/TBX copies
+    # Ctrl-C stops the sweep as it stops any hybridrl command (one line, exit 130), not Tune's way (exit 0)
+    os.environ["TUNE_DISABLE_SIGINT_HANDLER"] = "1"
+    os.environ["TUNE_DISABLE_AUTO_CALLBACK_LOGGERS"] = "1"  # Tune's JSON and CSV loggers are given below; no TBX
     started = not ray.is_initialized()
     if started:
         # address="local": a Ray instance of its own, never one another job on this machine started
@@ -150,8 +156,13 @@ def _fit(spec: SweepSpec, folder: str, cfg, got: resources.Concurrency, resume: 
         log(f"resuming the sweep in {folder}: finished trials are kept, unfinished ones resume from their checkpoints")
     else:
         _write_sweep_file(spec, folder)
-    results = _tuner(spec, folder, trainable, got.trials, resume, max_t).fit()
-    failed = sum(r.error is not None for r in results)
-    log(f"{len(results)} trials, {failed} failed; sweep folder {folder}: `hybridrl compare {spec.output}` shows the "
-        "trials, best first, and each failure's error")
+    try:
+        results = _tuner(spec, folder, trainable, got.trials, resume, max_t).fit()
+    except BaseException:
+        if not stopping():  # not Ctrl-C / SIGTERM (hybridrl/interrupt.py), which Ray may have turned into its own error
+            raise
+        raise Interrupted(f"{interrupted_message()}; run the same command to resume the sweep in {folder} (unfinished "
+                          "trials from their newest checkpoints)") from None
+    log(f"{len(results)} trials, {results.num_errors} failed; sweep folder {folder}: `hybridrl compare {spec.output}` "
+        "shows the trials, best first, and each failure's error")
     return results

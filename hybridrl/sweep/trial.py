@@ -69,22 +69,23 @@ def read_status(run_dir: str) -> str | None:
 def run_trial(sampled: dict[str, Any], base: Base, output: str, threads: int) -> None:
     """Tune's function trainable: `sampled` is the trial's {config key: value}; `threads`: its cores
     (sweep/resources.py)."""
-    import torch
     from ray import tune
 
-    from hybridrl.trainer.callbacks import Callbacks
-    from hybridrl.trainer.launch import launch
-
-    torch.set_num_threads(threads)
     run_dir = os.path.join(output, tune.get_context().get_trial_id())
     if read_status(run_dir) == "finished":  # a resumed sweep whose state predates this trial's end: keep it as is
         return
     write_trial_file(run_dir, sampled, "running")
     try:
         cfg, plan = load_trial_config(base, sampled, run_dir)
-    except ConfigError as e:
+    except ConfigError as e:  # before torch is imported: an invalid trial fails at once
         write_trial_file(run_dir, sampled, "error", str(e))
         raise TrialConfigError(f"invalid sampled config {sampled}: {e}") from None
+    import torch
+
+    from hybridrl.trainer.callbacks import Callbacks
+    from hybridrl.trainer.launch import launch
+
+    torch.set_num_threads(threads)
     report = TuneReport(cfg.trainer.total_training_steps)  # set: sweep/check.py requires it
     launch(cfg, plan, callbacks=Callbacks([report]))
     write_trial_file(run_dir, sampled, "finished")

@@ -51,6 +51,19 @@ def finish(proc: subprocess.Popen, timeout: float = 300) -> str:
     return out
 
 
+def compare(sweep_dir) -> list[str]:
+    """`hybridrl compare SWEEP_DIR`'s table lines (in this process: it only reads files)."""
+    import contextlib
+    import io
+
+    from hybridrl.cli import main
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["compare", str(sweep_dir)]) == 0
+    return out.getvalue().splitlines()
+
+
 def trials(out_dir) -> dict[str, dict]:
     """{trial folder: its trial.json}."""
     return {d: json.loads((out_dir / d / "trial.json").read_text()) for d in sorted(os.listdir(out_dir))
@@ -84,7 +97,7 @@ def test_a_grid_sweep_equals_its_configs_run_alone_and_an_invalid_trial_does_not
         run_dir, info = found[mini]
         assert info["status"] == "finished"
         assert len(expected) == 3 and metrics(tmp_path / "out" / run_dir) == expected  # steps 0, 1, 2, all equal
-    table = finish(hybridrl("compare", str(tmp_path / "out"))).splitlines()
+    table = compare(tmp_path / "out")
     assert [line.split()[2] for line in table[1:4]] == ["finished", "finished", "error"]
     best = max((4, 8), key=lambda m: max(r["val-core/arithmetic/reward/mean@1"] for r in alone[(4, 8).index(m)]))
     assert table[1].split()[1] == found[best][0]
@@ -105,7 +118,7 @@ def test_asha_stops_the_trial_below_the_rungs_cutoff(arith_data, tmp_path):
     assert found[1e-5][1] == "finished" and found[1e-6][1] == "running"  # stopped: it never reached its end
     steps = lambda d: [r["step"] for r in metrics(tmp_path / "out" / d)]  # noqa: E731
     assert steps(found[1e-5][0]) == [1, 2, 3] and steps(found[1e-6][0]) in ([1], [1, 2])
-    table = finish(hybridrl("compare", str(tmp_path / "out"))).splitlines()
+    table = compare(tmp_path / "out")
     assert table[2].split()[1:5] == [found[1e-6][0], "stopped", "at", "step"]
 
 
