@@ -409,7 +409,8 @@ def cmd_eval(args) -> None:
 
 
 COMMANDS = {"export": cmd_export, "model": cmd_model, "train": cmd_train, "plan": cmd_plan, "sft": cmd_sft, "rm": cmd_rm,
-            "data": cmd_data, "algos": cmd_algos, "plot": cmd_plot, "compare": cmd_compare, "eval": cmd_eval, "sweep": cmd_sweep, "serve": cmd_serve,
+            "data": cmd_data, "algos": cmd_algos, "plot": cmd_plot, "compare": cmd_compare, "eval": cmd_eval,
+            "sweep": cmd_sweep, "serve": cmd_serve,
             "view": cmd_view, "doctor": cmd_doctor,
             "check": cmd_check}
 

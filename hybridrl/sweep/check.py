@@ -40,7 +40,8 @@ def check_sweep(spec: SweepSpec, log=print) -> tuple[RLConfig, BatchPlan]:
     from hybridrl.config.validate import load_rl_config_checked
 
     probe = {e.key: e.probe() for e in spec.space}  # the base may rely on a swept key (a batch size it lacks)
-    cfg, base_errors, plan = load_rl_config_checked(spec.base.config, spec.base.overrides, {**spec.base.values, **probe})
+    base = spec.base
+    cfg, base_errors, plan = load_rl_config_checked(base.config, base.overrides, {**base.values, **probe})
     where = f"base (with {', '.join(f'{k}={v!r}' for k, v in probe.items())}, each swept key's first value)"
     raise_all([f"{where}: {m}" for m in base_errors])
     raise_all(_run_problems(spec, cfg))

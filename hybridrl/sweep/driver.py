@@ -22,17 +22,17 @@ from hybridrl.sweep.trial import TIME_ATTR, run_trial
 STEPS = "trainer.total_training_steps"
 
 
-
 def derive(spec: SweepSpec, log: Callable[[str], None]) -> tuple[resources.Concurrency, Any]:
     """(concurrency, the base config checked by check_sweep). The concurrency comes from the largest need over the
-    base config and every listed swept value (config/memory.py estimates each; an invalid value is left to its
-    trial to report)."""
+    swept values, one key at a time, the others at their first value: every value of a list, both ends of a range
+    (config/memory.py estimates each; an invalid value is left to its trial to report)."""
     cfg, plan = check_sweep(spec, log)
     needs = [resources.trial_needs(cfg, plan)]
+    probe = {e.key: e.probe() for e in spec.space}
     for e in spec.space:
-        for value in e.values:
+        for value in e.values[1:]:
             try:
-                needs.append(resources.trial_needs(*load_trial_config(spec.base, {e.key: value})))
+                needs.append(resources.trial_needs(*load_trial_config(spec.base, {**probe, e.key: value})))
             except ConfigError:
                 continue
     trials = grid_size(spec.space) * spec.num_samples  # Tune's count: num_samples passes over the grid entries

@@ -1,10 +1,10 @@
 """How many trials run at once, derived from what one trial needs and what the machine has; never guessed.
 
 A trial (trainer.backend=local) is one process: it needs 1 CPU core at least (the cores left over when fewer
-trials than cores run at once are shared out among them as torch threads), 1 GPU when trainer.device=cuda, and the memory `plan`
-estimates (config/memory.py: its peak, over the pools, times their workers). Concurrency is the smallest of
-cores / cores per trial, GPUs / GPUs per trial, and RAM / memory per trial (host memory bounds CPU trials; on
-GPUs the estimate is GPU memory, which one trial per GPU bounds already).
+trials than cores run at once are shared out among them as torch threads), 1 GPU when trainer.device=cuda, and
+the memory `plan` estimates (config/memory.py: its peak, over the pools, times their workers). Concurrency is
+the smallest of cores / cores per trial, GPUs / GPUs per trial, and RAM / memory per trial (host memory bounds
+CPU trials; on GPUs the estimate is GPU memory, which one trial per GPU bounds already).
 """
 
 from __future__ import annotations

@@ -31,13 +31,13 @@ class Entry:
         return self.values[0]
 
 
-def _is_number(x: Any) -> bool:
+def is_number(x: Any) -> bool:
     return isinstance(x, numbers.Real) and not isinstance(x, bool)
 
 
 def _range_problem(kind: str, values: list) -> str | None:
     """What is wrong with a [lo, hi] of `kind`, or None."""
-    if len(values) != 2 or not all(_is_number(v) for v in values):
+    if len(values) != 2 or not all(is_number(v) for v in values):
         return "give two numbers [lo, hi]"
     lo, hi = values
     if kind == "randint" and not all(isinstance(v, numbers.Integral) for v in values):

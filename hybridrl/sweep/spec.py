@@ -23,19 +23,22 @@ from __future__ import annotations
 import importlib.util
 import os
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Optional
+from typing import Any, Callable, Mapping, Optional
 
 from hybridrl.errors import ConfigError, raise_all
 from hybridrl.sweep.keys import unknown_keys
-from hybridrl.sweep.space import Entry, parse_entry, space_problems
+from hybridrl.sweep.space import Entry, is_number, parse_entry, space_problems
 
 KEYS = ("base", "space", "metric", "mode", "num_samples", "search", "scheduler", "output", "seed", "max_concurrent")
 SEARCHES = ("random", "grid", "tpe")
-# scheduler -> its parameters (name -> (type, lowest value)); each counts hybridrl steps (Tune's time_attr "step")
-SCHEDULERS: dict[str, dict[str, tuple[type, float]]] = {
+# scheduler -> its parameters -> (is the value valid, what to give); the step counts are hybridrl steps
+_STEPS = (lambda v: _is_int(v) and v >= 1, "an integer >= 1 (hybridrl steps)")
+SCHEDULERS: dict[str, dict[str, tuple[Callable[[Any], bool], str]]] = {
     "none": {},
-    "asha": {"grace_period": (int, 1), "reduction_factor": (float, 1.0001), "max_t": (int, 1)},
-    "median": {"grace_period": (int, 0), "min_samples_required": (int, 1)},
+    "asha": {"grace_period": _STEPS, "reduction_factor": (lambda v: is_number(v) and v > 1, "a number > 1"),
+             "max_t": _STEPS},
+    "median": {"grace_period": (lambda v: _is_int(v) and v >= 0, "an integer >= 0 (hybridrl steps)"),
+               "min_samples_required": (lambda v: _is_int(v) and v >= 1, "an integer >= 1 (trials)")},
 }
 # set by the sweep for every trial: a run folder of its own, resumed in place when the sweep is resumed
 SWEEP_SET = ("trainer.default_local_dir", "trainer.resume_mode")
@@ -72,6 +75,10 @@ class SweepSpec:
     seed: int = 0
     max_concurrent: Optional[int] = None
     source: dict[str, Any] = field(default_factory=dict)  # the file as read, written into the sweep folder
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
 
 
 def read_yaml(path: str) -> Any:
@@ -112,7 +119,8 @@ def parse_sweep(raw: Mapping[str, Any]) -> SweepSpec:
                "remove it from the space" for e in space if e.key in SWEEP_SET]
     errors += [f"base.overrides: {key} is set by the sweep for every trial; remove it" for key in base.keys()
                if key in SWEEP_SET]
-    errors += [f"space.{e.key}: also set in base.overrides; give it in one place" for e in space if e.key in base.keys()]
+    errors += [f"space.{e.key}: also set in base.overrides; give it in one place" for e in space
+               if e.key in base.keys()]
     if space and not any(m.startswith("base") for m in errors):  # the loader needs a readable base
         errors += unknown_keys(base.config, base.overrides, base.values, space)
     spec = SweepSpec(base=base, space=space, metric=_string(raw, "metric", errors), mode=_choice(raw, "mode", "max",
@@ -196,10 +204,7 @@ def _scheduler(raw: Any, errors: list[str]) -> Scheduler:
         if key not in allowed:
             errors.append(f"scheduler.{key}: not a parameter of {name}; valid: {', '.join(allowed) or 'none'}")
             continue
-        kind, lowest = allowed[key]
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or (kind is int and not isinstance(value, int)) \
-                or value < lowest:
-            errors.append(f"scheduler.{key}={value!r}: give {'an integer' if kind is int else 'a number'} >= "
-                          f"{lowest:g} (in hybridrl steps)" if key != "reduction_factor" else
-                          f"scheduler.{key}={value!r}: give a number > 1")
+        valid, what = allowed[key]
+        if not valid(value):
+            errors.append(f"scheduler.{key}={value!r}: give {what}")
     return Scheduler(name, params)

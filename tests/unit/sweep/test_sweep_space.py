@@ -36,7 +36,8 @@ def test_each_kind_becomes_its_tune_domain():
 
 def test_the_grid_size_is_the_product_of_the_grid_entries():
     # 3 x 2 grid values; a choice entry is drawn, not crossed
-    assert grid_size([entry("a", {"grid": [1, 2, 3]}), entry("b", {"grid": [1, 2]}), entry("c", {"choice": [1, 2]})]) == 6
+    entries = [entry("a", {"grid": [1, 2, 3]}), entry("b", {"grid": [1, 2]}), entry("c", {"choice": [1, 2]})]
+    assert grid_size(entries) == 6
     assert grid_size([entry("c", {"uniform": [0, 1]})]) == 1
 
 
@@ -44,8 +45,9 @@ def test_concurrency_is_bound_by_the_scarcest_resource():
     machine = Machine(cores=8, gpus=0, ram_bytes=16 * GIB)
     # 8 cores / 1 = 8; 16 GiB / 3 GiB = 5 (5.33 rounded down): memory binds
     got = derive_concurrency(TrialNeeds(cpus=1, gpus=0, memory_bytes=3 * GIB, device="cpu"), machine, trials=12)
-    assert got.trials == 5 and got.why == ("5 trial(s) at once, the smallest of: 8 cores / 1 per trial = 8; 16.00 GiB "
-                                           "RAM / 3.00 GiB per trial (plan's estimate) = 5; 12 trials in the sweep = 12")
+    assert got.trials == 5 and got.why == ("5 trial(s) at once, the smallest of: 8 cores / 1 per trial = 8; "
+                                           "16.00 GiB RAM / 3.00 GiB per trial (plan's estimate) = 5; "
+                                           "12 trials in the sweep = 12")
     assert got.threads(machine) == 1  # 8 cores // 5 trials
     # 600 MiB: 16 GiB / 600 MiB = 27, so the 8 cores bind
     got = derive_concurrency(TrialNeeds(1, 0, 600 * MIB, "cpu"), machine, trials=12)

@@ -6,6 +6,7 @@ from hybridrl.errors import ConfigErrors
 from hybridrl.sweep.check import check_sweep, metric_warnings
 from hybridrl.sweep.spec import parse_sweep
 
+K, S = "trainer.test_freq", "space.trainer.test_freq"  # a key whose entries the tests get wrong
 GOOD = {"space": {"actor_rollout_ref.actor.optim.lr": {"grid": [1e-6, 3e-6]}},
         "metric": "val-core/arithmetic/reward/mean@1", "mode": "max", "output": "sweeps/x"}
 
@@ -38,14 +39,15 @@ def test_a_good_file_parses_with_its_defaults():
     ({"scheduler": {"name": "asha", "grace": 1}}, "scheduler.grace: not a parameter of asha; valid: grace_period, "
                                                    "reduction_factor, max_t"),
     ({"scheduler": {"name": "asha", "reduction_factor": 1}}, "scheduler.reduction_factor=1: give a number > 1"),
+    ({"scheduler": {"name": "median", "grace_period": 1.5}}, "scheduler.grace_period=1.5: give an integer >= 0 "
+                                                             "(hybridrl steps)"),
     ({"space": {}}, "space: got {}; give a mapping of at least one config key"),
-    ({"space": {"trainer.test_freq": {"normal": [0, 1]}}}, "space.trainer.test_freq: got ['normal']; give exactly one of choice, grid, uniform"),
-    ({"space": {"trainer.test_freq": {"grid": []}}}, "space.trainer.test_freq.grid: got []; give a non-empty list"),
-    ({"space": {"trainer.test_freq": {"uniform": [1, 0]}}}, "space.trainer.test_freq.uniform: [1, 0]: lo=1 must be below hi=0"),
-    ({"space": {"trainer.test_freq": {"loguniform": [0, 1e-3]}}}, "space.trainer.test_freq.loguniform: [0, 0.001]: lo=0: a log-uniform range "
-                                                    "needs 0 < lo"),
-    ({"space": {"trainer.test_freq": {"randint": [1, 2.5]}}}, "space.trainer.test_freq.randint: [1, 2.5]: give two integers [lo, hi]"),
-    ({"space": {"trainer.test_freq": {"choice": [1, 2]}}, "search": "grid"}, "space.trainer.test_freq: choice under search=grid; give it as grid"),
+    ({"space": {K: {"normal": [0, 1]}}}, f"{S}: got ['normal']; give exactly one of choice, grid, uniform"),
+    ({"space": {K: {"grid": []}}}, f"{S}.grid: got []; give a non-empty list"),
+    ({"space": {K: {"uniform": [1, 0]}}}, f"{S}.uniform: [1, 0]: lo=1 must be below hi=0"),
+    ({"space": {K: {"loguniform": [0, 1e-3]}}}, f"{S}.loguniform: [0, 0.001]: lo=0: a log-uniform range needs 0 < lo"),
+    ({"space": {K: {"randint": [1, 2.5]}}}, f"{S}.randint: [1, 2.5]: give two integers [lo, hi]"),
+    ({"space": {K: {"choice": [1, 2]}}, "search": "grid"}, f"{S}: choice under search=grid; give it as grid"),
     ({"space": {"trainer.default_local_dir": {"grid": ["a"]}}}, "space.trainer.default_local_dir: the sweep sets it"),
     ({"base": {"overrides": ["actor_rollout_ref.actor.optim.lr=1e-6"]}},
      "space.actor_rollout_ref.actor.optim.lr: also set in base.overrides; give it in one place"),
