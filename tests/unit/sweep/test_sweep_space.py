@@ -77,3 +77,19 @@ def test_the_sweep_files_max_concurrent_caps_the_derived_bound():
     got = derive_concurrency(TrialNeeds(1, 0, 600 * MIB, "cpu"), Machine(8, 0, 16 * GIB), trials=12, cap=3)
     assert got.trials == 3 and got.why.endswith("; max_concurrent in the sweep file = 3")
     assert got.threads(Machine(8, 0, 16 * GIB)) == 2  # 8 cores // 3 trials
+
+
+def test_a_sweep_takes_the_memory_of_its_largest_swept_value():
+    from hybridrl.config.memory import fmt_bytes
+    from hybridrl.sweep.check import load_trial_config
+    from hybridrl.sweep.driver import derive
+    from hybridrl.sweep.resources import trial_needs
+    from hybridrl.sweep.spec import parse_sweep
+
+    key = "data.max_response_length"  # longer responses: more activations in the update
+    spec = parse_sweep({"space": {key: {"grid": [8, 64, 16]}}, "metric": "critic/score/mean", "mode": "max",
+                        "output": "unused"})
+    sizes = {n: trial_needs(*load_trial_config(spec.base, {key: n})).memory_bytes for n in (8, 16, 64)}
+    assert sizes[8] < sizes[64] and sizes[16] < sizes[64]  # the largest is not the first value, the base's probe
+    got, _ = derive(spec, log=lambda _: None)
+    assert f"/ {fmt_bytes(sizes[64])} per trial (plan's estimate)" in got.why
