@@ -1,5 +1,5 @@
-"""`hybridrl` command line: train (RL), sft, rm, plan, data, model, export, algos, plot, compare, eval, serve, view,
-doctor, check.
+"""`hybridrl` command line: train (RL), sft, rm, plan, data, model, export, algos, plot, compare, eval, sweep, serve,
+view, doctor, check.
 
 Config commands take `--config FILE.yaml` and verl-style `key=value` overrides; `--help`
 lists every key with its default and meaning. A user error prints one line, exit code 2.
@@ -161,11 +161,18 @@ def build_parser() -> argparse.ArgumentParser:
                                            "timeline.png)")
     text = "table of the final and best value of each metric per run (validation accuracy, reward, KL, time, ...)"
     cmp = sub.add_parser("compare", help=text, description=text)
-    cmp.add_argument("runs", nargs="+", metavar="RUN_DIR", help=run_help)
+    cmp.add_argument("runs", nargs="+", metavar="RUN_DIR", help=run_help + ", or one sweep folder (its trials, best "
+                                                                  "first, with their sampled values)")
     cmp.add_argument("--keys", help="comma-separated metrics, e.g. critic/score/mean,actor/entropy,steps (default: "
                                     "validation accuracy per source, reward, length, entropy, KL, time, steps)")
     cmp.add_argument("--json", metavar="PATH", help="also write the table as JSON to PATH")
     _add_eval_command(sub)
+    text = ("hyperparameter sweep with Ray Tune: each trial an ordinary run in <output>/<trial_id>/ (docs/sweep.md); "
+            "the same command resumes an interrupted sweep")
+    sw = sub.add_parser("sweep", help=text, description=text)
+    sw.add_argument("sweep_file", metavar="SWEEP_FILE", help="YAML: base, space, metric, mode, num_samples, search, "
+                                                             "scheduler, output")
+    sw.add_argument("--resume", action="store_true", help="only resume: refuse when the output folder holds no sweep")
     from hybridrl import doctor
     from hybridrl.check import cli as check_cli
     from hybridrl.serve import cli as serve_cli
@@ -311,15 +318,25 @@ def cmd_plot(args) -> None:
     print(f"wrote {out}")
 
 
+def cmd_sweep(args) -> None:
+    from hybridrl.sweep.driver import run_sweep
+    from hybridrl.sweep.spec import load_sweep
+
+    run_sweep(load_sweep(args.sweep_file), must_resume=args.resume)
+
+
 def cmd_compare(args) -> None:
     import json
 
     from hybridrl.eval.compare import compare_table, render, to_json
     from hybridrl.eval.runs import load_runs
     from hybridrl.paths import check_output_file
+    from hybridrl.sweep.results import is_sweep_folder
 
     if args.json:
         check_output_file(args.json, "--json")  # before reading the runs
+    if any(is_sweep_folder(p) for p in args.runs):
+        return _compare_sweep(args)
     runs = load_runs(args.runs)
     keys = [k.strip() for k in args.keys.split(",") if k.strip()] if args.keys else None
     rows = compare_table(runs, keys)
@@ -329,6 +346,24 @@ def cmd_compare(args) -> None:
         with open(args.json, "w", encoding="utf-8") as f:
             json.dump(to_json(rows, names), f, indent=2)
         print(f"wrote {args.json}", file=sys.stderr)  # stdout stays the table alone, for pipes
+
+
+def _compare_sweep(args) -> None:
+    import dataclasses
+    import json
+
+    from hybridrl.sweep.results import read_sweep, render_sweep
+
+    if len(args.runs) != 1 or args.keys:
+        raise HybridRLError("a sweep folder is compared alone and by its own metric: give just the folder, without "
+                            "--keys (or give run folders to compare runs)")
+    spec, rows = read_sweep(args.runs[0])
+    print(render_sweep(spec, rows))
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump({"metric": spec.get("metric"), "mode": spec.get("mode"),
+                       "trials": [dataclasses.asdict(r) for r in rows]}, f, indent=2)
+        print(f"wrote {args.json}", file=sys.stderr)
 
 
 def cmd_serve(args) -> None:
@@ -374,7 +409,8 @@ def cmd_eval(args) -> None:
 
 
 COMMANDS = {"export": cmd_export, "model": cmd_model, "train": cmd_train, "plan": cmd_plan, "sft": cmd_sft, "rm": cmd_rm,
-            "data": cmd_data, "algos": cmd_algos, "plot": cmd_plot, "compare": cmd_compare, "eval": cmd_eval, "serve": cmd_serve,
+            "data": cmd_data, "algos": cmd_algos, "plot": cmd_plot, "compare": cmd_compare, "eval": cmd_eval,
+            "sweep": cmd_sweep, "serve": cmd_serve,
             "view": cmd_view, "doctor": cmd_doctor,
             "check": cmd_check}
 

@@ -1,0 +1,81 @@
+"""A sweep checked against the config schema, with the validation `hybridrl train` uses
+(config/validate.load_rl_config), before any trial runs: the base config must be valid and what the sweep
+relies on must hold (metrics.jsonl, an in-process backend, a step count). The swept keys were checked with the
+file (sweep/keys.py).
+
+A swept *value* is not judged here: a trial whose sampled config is invalid fails alone, with its error in the
+results (sweep/trial.py), as the issue asks.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Optional
+
+from hybridrl.config.plan import BatchPlan
+from hybridrl.config.schema import RLConfig
+from hybridrl.errors import raise_all
+from hybridrl.sweep.spec import Base, SweepSpec
+
+# the metric families hybridrl logs (verl's names); a metric matching none of them is probably a typo
+KNOWN_METRICS = re.compile(r"^(val-core|val-aux|critic|actor|response_length|prompt_length|timing_s|"
+                           r"timing_per_token_ms|perf|training|reward|num_turns|tool_call_counts|rollout|async)/")
+
+
+def load_trial_config(base: Base, sampled: dict[str, Any], run_dir: Optional[str] = None
+                      ) -> tuple[RLConfig, BatchPlan]:
+    """A trial's config, exactly as `hybridrl train --config base.config base.overrides... key=value...` would
+    load it (the sampled keys never overlap the base's: sweep/spec.py refuses that), in its own run folder."""
+    from hybridrl.config.validate import load_rl_config
+
+    values = {**base.values, **sampled}
+    if run_dir is not None:
+        values.update({"trainer.default_local_dir": run_dir, "trainer.resume_mode": "auto"})
+    return load_rl_config(base.config, base.overrides, values)
+
+
+def check_sweep(spec: SweepSpec, log=print) -> tuple[RLConfig, BatchPlan]:
+    """The base config with each swept key at its first value, and its plan; raises ConfigErrors naming every
+    problem; warns (via `log`) about a metric that no trial may log."""
+    from hybridrl.config.validate import load_rl_config_checked
+
+    probe = {e.key: e.probe() for e in spec.space}  # the base may rely on a swept key (a batch size it lacks)
+    base = spec.base
+    cfg, base_errors, plan = load_rl_config_checked(base.config, base.overrides, {**base.values, **probe})
+    where = f"base (with {', '.join(f'{k}={v!r}' for k, v in probe.items())}, each swept key's first value)"
+    raise_all([f"{where}: {m}" for m in base_errors])
+    raise_all(_run_problems(spec, cfg))
+    for warning in metric_warnings(spec.metric, cfg):
+        log(f"warning: {warning}")
+    assert plan is not None
+    return cfg, plan
+
+
+def _run_problems(spec: SweepSpec, cfg: RLConfig) -> list[str]:
+    tr, out = cfg.trainer, []
+    if "file" not in tr.logger:
+        out.append(f"base: trainer.logger={list(tr.logger)} has no 'file'; a sweep reads each trial's metrics.jsonl, "
+                   "add file to trainer.logger")
+    if tr.backend != "local":
+        out.append(f"base: trainer.backend={tr.backend}; this first slice of `hybridrl sweep` runs each trial in its "
+                   "own process (trainer.backend=local); placement-group bundles for Ray-backend trials come later")
+    if tr.total_training_steps is None:
+        out.append("base: trainer.total_training_steps is null; a sweep counts each trial's steps (the schedulers' "
+                   "max_t, the last step's report), set it in base.overrides or sweep it in space")
+    return out
+
+
+def metric_warnings(metric: str, cfg: RLConfig) -> list[str]:
+    """Why `metric` may never be reported: not a metric family hybridrl logs, or a validation metric of a config
+    that validates only before training."""
+    out = []
+    if not KNOWN_METRICS.match(metric):
+        out.append(f"metric={metric!r} is not a name hybridrl logs (e.g. val-core/<data_source>/reward/mean@1, "
+                   "critic/score/mean, response_length/mean); trials report it only if a callback logs it")
+    elif metric.startswith(("val-core/", "val-aux/")):
+        if cfg.trainer.test_freq <= 0:
+            out.append(f"metric={metric!r} is a validation metric and trainer.test_freq={cfg.trainer.test_freq}: "
+                       "trials never report it after step 0; set trainer.test_freq in base.overrides")
+        if not cfg.data.val_files:
+            out.append(f"metric={metric!r} is a validation metric and data.val_files is empty; give validation files")
+    return out

@@ -1,0 +1,168 @@
+"""`hybridrl sweep SWEEP_FILE`: check the sweep, derive its concurrency, and run its trials with Ray Tune; the
+same command again resumes an interrupted sweep from its folder (Tune's experiment state).
+
+The sweep folder is Tune's experiment folder: Tune's state files, `sweep.yaml` (the sweep file as read) and one
+run folder per trial, named by the trial id (Tune's trial folder and the run's trainer.default_local_dir).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Callable
+
+from hybridrl.errors import ConfigError
+from hybridrl.interrupt import Interrupted, interrupted_message, stopping
+from hybridrl.sweep import resources
+from hybridrl.sweep.check import check_sweep, load_trial_config
+from hybridrl.sweep.results import SWEEP_FILE  # marks the folder as a sweep's, pins its definition
+from hybridrl.sweep.space import grid_size
+from hybridrl.sweep.spec import SweepSpec
+from hybridrl.sweep.trial import TIME_ATTR, run_trial
+
+STEPS = "trainer.total_training_steps"
+
+
+def derive(spec: SweepSpec, log: Callable[[str], None]) -> tuple[resources.Concurrency, Any]:
+    """(concurrency, the base config checked by check_sweep). The concurrency comes from the largest need over the
+    swept values, one key at a time, the others at their first value: every value of a list, both ends of a range
+    (config/memory.py estimates each; an invalid value is left to its trial to report)."""
+    cfg, plan = check_sweep(spec, log)
+    needs = [resources.trial_needs(cfg, plan)]
+    probe = {e.key: e.probe() for e in spec.space}
+    for e in spec.space:
+        for value in e.values[1:]:
+            try:
+                needs.append(resources.trial_needs(*load_trial_config(spec.base, {**probe, e.key: value})))
+            except ConfigError:
+                continue
+    trials = grid_size(spec.space) * spec.num_samples  # Tune's count: num_samples passes over the grid entries
+    got = resources.derive_concurrency(resources.largest_needs(needs), resources.this_machine(), trials,
+                                       spec.max_concurrent)
+    if got.trials < 1:
+        raise ConfigError(f"no trial fits on this machine: {got.why}; lower the memory a trial needs (hybridrl plan "
+                          "shows the estimate) or run on a larger machine")
+    return got, cfg
+
+
+def most_steps(spec: SweepSpec, base_steps: int) -> int:
+    """The most steps a trial runs (ASHA's max_t): the base's, or the largest swept trainer.total_training_steps."""
+    swept = [max(e.values) for e in spec.space if e.key == STEPS]  # a range's [lo, hi] too: hi
+    return swept[0] if swept else base_steps
+
+
+def _scheduler(spec: SweepSpec, max_t: int):
+    from ray.tune.schedulers import ASHAScheduler, FIFOScheduler, MedianStoppingRule
+
+    p = dict(spec.scheduler.params)
+    if spec.scheduler.name == "asha":
+        return ASHAScheduler(time_attr=TIME_ATTR, max_t=p.pop("max_t", max_t), **p)
+    if spec.scheduler.name == "median":
+        return MedianStoppingRule(time_attr=TIME_ATTR, **{"grace_period": 1, **p})
+    return FIFOScheduler()
+
+
+def _searcher(spec: SweepSpec, concurrency: int):
+    from ray.tune.search.basic_variant import BasicVariantGenerator
+
+    if spec.search == "tpe":
+        from ray.tune.search.optuna import OptunaSearch  # needs optuna (sweep/spec.py checked)
+
+        return OptunaSearch(seed=spec.seed)
+    return BasicVariantGenerator(random_state=spec.seed, max_concurrent=concurrency)
+
+
+def _write_sweep_file(spec: SweepSpec, folder: str) -> None:
+    import yaml
+
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, SWEEP_FILE), "w", encoding="utf-8") as f:
+        yaml.safe_dump(spec.source, f, sort_keys=False)
+
+
+def _tuner(spec: SweepSpec, folder: str, trainable, concurrency: int, resume: bool, max_t: int):
+    from ray import tune
+    from ray.tune.logger import CSVLoggerCallback, JsonLoggerCallback
+
+    if resume:
+        return tune.Tuner.restore(folder, trainable, resume_unfinished=True, resume_errored=False)
+    from hybridrl.sweep.space import to_tune
+
+    return tune.Tuner(
+        trainable, param_space=to_tune(spec.space),
+        tune_config=tune.TuneConfig(metric=spec.metric, mode=spec.mode, num_samples=spec.num_samples,
+                                    search_alg=_searcher(spec, concurrency), scheduler=_scheduler(spec, max_t),
+                                    # the random/grid generator takes the bound itself (above); a Searcher here
+                                    max_concurrent_trials=concurrency if spec.search == "tpe" else None,
+                                    trial_dirname_creator=lambda trial: trial.trial_id,
+                                    trial_name_creator=lambda trial: trial.trial_id),
+        run_config=tune.RunConfig(name=os.path.basename(folder), storage_path=os.path.dirname(folder), verbose=1,
+                                  # result.json / progress.csv: what Tune's own results read; no TensorBoard copy
+                                  callbacks=[JsonLoggerCallback(), CSVLoggerCallback()],
+                                  failure_config=tune.FailureConfig(max_failures=0, fail_fast=False)))
+
+
+def _resuming(spec: SweepSpec, folder: str, must_resume: bool) -> bool:
+    """Whether `folder` holds this sweep to resume; a different sweep there, or --resume with none, is refused."""
+    from ray import tune
+
+    from hybridrl.sweep.spec import read_yaml
+
+    if not tune.Tuner.can_restore(folder):
+        if must_resume:
+            raise ConfigError(f"--resume: {folder} holds no sweep to resume; run without --resume to start it")
+        return False
+    mine = os.path.join(folder, SWEEP_FILE)
+    if not os.path.isfile(mine) or read_yaml(mine) != spec.source:
+        raise ConfigError(f"output={spec.output!r} holds another sweep (its definition is {mine}); give this sweep "
+                          "another output folder, or run that sweep's file to resume it")
+    return True
+
+
+def run_sweep(spec: SweepSpec, must_resume: bool = False, log: Callable[[str], None] = print) -> Any:
+    """Run the sweep, or resume it when its folder holds it already (`must_resume`: only resume); Tune's
+    ResultGrid."""
+    import ray
+
+    folder = os.path.abspath(spec.output)
+    resume = _resuming(spec, folder, must_resume)
+    got, cfg = derive(spec, log)
+    log(f"concurrency: {got.why}")
+    os.environ["TUNE_DISABLE_STRICT_METRIC_CHECKING"] = "1"  # validation metrics come every test_freq steps only
+    os.environ["RAY_CHDIR_TO_TRIAL_DIR"] = "0"  # relative paths (data, configs) mean what they mean here
+    # Ctrl-C stops the sweep as it stops any hybridrl command (one line, exit 130), not Tune's way (exit 0)
+    os.environ["TUNE_DISABLE_SIGINT_HANDLER"] = "1"
+    os.environ["TUNE_DISABLE_AUTO_CALLBACK_LOGGERS"] = "1"  # Tune's JSON and CSV loggers are given below; no TBX
+    started = not ray.is_initialized()
+    if started:
+        # address="local": a Ray instance of its own, never one another job on this machine started
+        ray.init(address="local", num_cpus=resources.this_machine().cores, include_dashboard=False,
+                 configure_logging=False)
+    try:
+        return _fit(spec, folder, cfg, got, resume, log)
+    finally:
+        if started:  # the trials' processes go with it
+            ray.shutdown()
+
+
+def _fit(spec: SweepSpec, folder: str, cfg, got: resources.Concurrency, resume: bool, log: Callable[[str], None]):
+    from ray import tune
+
+    max_t = most_steps(spec, cfg.trainer.total_training_steps)
+    threads = got.threads(resources.this_machine())
+    log(f"each trial: {threads} CPU core(s) for its torch threads{', 1 GPU' * (cfg.trainer.device == 'cuda')}")
+    trainable = tune.with_resources(tune.with_parameters(run_trial, base=spec.base, output=folder, threads=threads),
+                                    {"cpu": threads, "gpu": int(cfg.trainer.device == "cuda")})
+    if resume:
+        log(f"resuming the sweep in {folder}: finished trials are kept, unfinished ones resume from their checkpoints")
+    else:
+        _write_sweep_file(spec, folder)
+    try:
+        results = _tuner(spec, folder, trainable, got.trials, resume, max_t).fit()
+    except BaseException:
+        if not stopping():  # not Ctrl-C / SIGTERM (hybridrl/interrupt.py), which Ray may have turned into its own error
+            raise
+        raise Interrupted(f"{interrupted_message()}; run the same command to resume the sweep in {folder} (unfinished "
+                          "trials from their newest checkpoints)") from None
+    log(f"{len(results)} trials, {results.num_errors} failed; sweep folder {folder}: `hybridrl compare {spec.output}` "
+        "shows the trials, best first, and each failure's error")
+    return results

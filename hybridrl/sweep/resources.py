@@ -1,0 +1,86 @@
+"""How many trials run at once, derived from what one trial needs and what the machine has; never guessed.
+
+A trial (trainer.backend=local) is one process: it needs 1 CPU core at least (the cores left over when fewer
+trials than cores run at once are shared out among them as torch threads), 1 GPU when trainer.device=cuda, and
+the memory `plan` estimates (config/memory.py: its peak, over the pools, times their workers). Concurrency is
+the smallest of cores / cores per trial, GPUs / GPUs per trial, and RAM / memory per trial (host memory bounds
+CPU trials; on GPUs the estimate is GPU memory, which one trial per GPU bounds already).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from hybridrl.config.memory import fmt_bytes
+
+
+@dataclass(frozen=True)
+class Machine:
+    cores: int
+    gpus: int
+    ram_bytes: int
+
+
+@dataclass(frozen=True)
+class TrialNeeds:
+    cpus: int
+    gpus: int
+    memory_bytes: int  # plan's peak estimate: host RAM on CPU, one GPU's memory on cuda
+    device: str
+
+
+@dataclass(frozen=True)
+class Concurrency:
+    trials: int  # at most this many trials at once
+    why: str  # the derivation, printed at the start of a sweep
+
+    def threads(self, machine: Machine) -> int:
+        """Cores each trial's torch threads get: the machine's cores shared by the trials that run at once (one
+        trial alone on 8 cores uses them all; 3 trials on 2 cores run 2 at a time, 1 core each)."""
+        return max(1, machine.cores // max(1, self.trials))
+
+
+def this_machine() -> Machine:
+    import torch
+
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    return Machine(cores, torch.cuda.device_count() if torch.cuda.is_available() else 0, ram)
+
+
+def trial_needs(cfg, plan) -> TrialNeeds:
+    """What one trial of `cfg` needs (a validated local-backend config and its batch plan)."""
+    from hybridrl.config.memory import estimate_memory
+
+    pools = estimate_memory(cfg, plan).pools
+    return TrialNeeds(cpus=1, gpus=int(cfg.trainer.device == "cuda"),
+                      memory_bytes=sum(p.peak_bytes * p.workers for p in pools), device=cfg.trainer.device)
+
+
+def largest_needs(needs: list[TrialNeeds]) -> TrialNeeds:
+    """The most any of the configs needs, resource by resource (the swept values change the memory)."""
+    return TrialNeeds(max(n.cpus for n in needs), max(n.gpus for n in needs), max(n.memory_bytes for n in needs),
+                      needs[0].device)
+
+
+def derive_concurrency(need: TrialNeeds, machine: Machine, trials: int | None = None,
+                       cap: int | None = None) -> Concurrency:
+    """min(cores / cpus, GPUs / gpus, RAM / memory, `trials`) trials at once (`trials`: the number the sweep makes,
+    None when unbounded) and the sweep file's `cap` (max_concurrent); 0 when a trial does not fit at all. `why`
+    shows every bound."""
+    bounds = {f"{machine.cores} cores / {need.cpus} per trial": machine.cores // need.cpus}
+    if need.gpus:
+        bounds[f"{machine.gpus} GPUs / {need.gpus} per trial"] = machine.gpus // need.gpus
+    if need.device == "cpu":
+        bounds[f"{fmt_bytes(machine.ram_bytes)} RAM / {fmt_bytes(need.memory_bytes)} per trial (plan's estimate)"] = \
+            machine.ram_bytes // max(1, need.memory_bytes)
+    if trials is not None:
+        bounds[f"{trials} trials in the sweep"] = trials
+    if cap is not None:
+        bounds["max_concurrent in the sweep file"] = cap
+    limit, n = min(bounds.items(), key=lambda kv: kv[1])
+    if n < 1:
+        return Concurrency(0, f"a trial needs more than the machine has: {limit} = {n}")
+    text = "; ".join(f"{k} = {v}" for k, v in bounds.items())
+    return Concurrency(n, f"{n} trial(s) at once, the smallest of: {text}")

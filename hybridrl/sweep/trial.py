@@ -1,0 +1,92 @@
+"""One trial: an ordinary hybridrl run in `<sweep>/<trial_id>/`, built and fitted by trainer/launch.launch (the
+path `hybridrl train` takes), reporting each logged step to Tune through a trainer callback.
+
+Beside the run's own files the folder holds `trial.json`: the sampled values and the trial's status
+("running", "finished", or "error" with the config error), which `hybridrl compare SWEEP_DIR` reads.
+A rerun of the same trial (a resumed sweep) resumes the run from its newest checkpoint (trainer.resume_mode=auto).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Mapping
+
+from hybridrl.errors import ConfigError
+from hybridrl.sweep.check import load_trial_config
+from hybridrl.sweep.spec import Base
+
+TRIAL_FILE = "trial.json"
+TIME_ATTR = "step"  # what the schedulers count: hybridrl steps, not Tune's reports (a resumed trial restarts those)
+
+
+class TrialConfigError(ConfigError):
+    """A trial's sampled config is invalid: the trial fails at once, the sweep goes on."""
+
+
+class TuneReport:
+    """The trainer callback that hands every logged step's metrics to Tune (ASHA / median stop on them).
+
+    The last step's metrics are held back until the run has ended (`report_last`): a scheduler stops a trial by
+    killing its process, and a stop on the last report (ASHA's max_t) would otherwise cut the run's final
+    checkpoint and its "finished" status."""
+
+    def __init__(self, last_step: int):
+        self.last_step = last_step
+        self.held: dict[str, float] | None = None
+
+    def on_step_end(self, step: int, metrics: Mapping[str, float]) -> None:
+        from ray import tune
+
+        if step == self.last_step:
+            self.held = {**metrics, TIME_ATTR: step}
+        else:
+            tune.report({**metrics, TIME_ATTR: step})
+
+    def report_last(self) -> None:
+        from ray import tune
+
+        if self.held is not None:
+            tune.report(self.held)
+
+
+def write_trial_file(run_dir: str, sampled: Mapping[str, Any], status: str, error: str | None = None) -> None:
+    os.makedirs(run_dir, exist_ok=True)
+    tmp = os.path.join(run_dir, TRIAL_FILE + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump({"sampled": dict(sampled), "status": status, "error": error}, f, indent=1)
+    os.replace(tmp, os.path.join(run_dir, TRIAL_FILE))  # a kill never leaves half a file
+
+
+def read_status(run_dir: str) -> str | None:
+    path = os.path.join(run_dir, TRIAL_FILE)
+    if not os.path.isfile(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)["status"]
+
+
+def run_trial(sampled: dict[str, Any], base: Base, output: str, threads: int) -> None:
+    """Tune's function trainable: `sampled` is the trial's {config key: value}; `threads`: its cores
+    (sweep/resources.py)."""
+    from ray import tune
+
+    run_dir = os.path.join(output, tune.get_context().get_trial_id())
+    if read_status(run_dir) == "finished":  # a resumed sweep whose state predates this trial's end: keep it as is
+        return
+    write_trial_file(run_dir, sampled, "running")
+    try:
+        cfg, plan = load_trial_config(base, sampled, run_dir)
+    except ConfigError as e:  # before torch is imported: an invalid trial fails at once
+        write_trial_file(run_dir, sampled, "error", str(e))
+        raise TrialConfigError(f"invalid sampled config {sampled}: {e}") from None
+    import torch
+
+    from hybridrl.trainer.callbacks import Callbacks
+    from hybridrl.trainer.launch import launch
+
+    torch.set_num_threads(threads)
+    report = TuneReport(cfg.trainer.total_training_steps)  # set: sweep/check.py requires it
+    launch(cfg, plan, callbacks=Callbacks([report]))
+    write_trial_file(run_dir, sampled, "finished")
+    report.report_last()

@@ -1,0 +1,62 @@
+"""`hybridrl compare SWEEP_DIR`: trials best first by the sweep's metric and mode, with their sampled values."""
+
+import json
+
+import pytest
+import yaml
+
+from hybridrl.cli import main
+from hybridrl.sweep.results import read_sweep
+
+M = "val-core/arithmetic/reward/mean@1"
+
+
+def trial(folder, name, sampled, status, values=None, error=None):
+    d = folder / name
+    d.mkdir()
+    (d / "trial.json").write_text(json.dumps({"sampled": sampled, "status": status, "error": error}))
+    if values is not None:
+        lines = [json.dumps({"step": step, M: v, "critic/score/mean": 0.5}) for step, v in enumerate(values)]
+        (d / "metrics.jsonl").write_text("\n".join(lines) + "\n")
+
+
+@pytest.fixture
+def sweep_dir(tmp_path):
+    spec = {"space": {"actor_rollout_ref.actor.optim.lr": {"grid": [1e-6, 1e-5, 1e-4]}}, "metric": M, "mode": "max",
+            "output": str(tmp_path)}
+    (tmp_path / "sweep.yaml").write_text(yaml.safe_dump(spec))
+    lr = "actor_rollout_ref.actor.optim.lr"
+    trial(tmp_path, "t_00000", {lr: 1e-6}, "finished", [0.2, 0.5, 0.4])  # best 0.5, final 0.4
+    trial(tmp_path, "t_00001", {lr: 1e-5}, "finished", [0.2, 0.3, 0.7])  # best 0.7
+    trial(tmp_path, "t_00002", {lr: 1e-4}, "running", [0.2, 0.1])  # cut at step 1 (a scheduler, or a kill)
+    trial(tmp_path, "t_00003", {lr: -1.0}, "error", error="actor_rollout_ref.actor.optim.lr=-1.0 ...")
+    return tmp_path
+
+
+def test_trials_come_best_first_and_errors_last(sweep_dir):
+    spec, rows = read_sweep(str(sweep_dir))
+    assert [(r.trial, r.status, r.best, r.final, r.steps) for r in rows] == [
+        ("t_00001", "finished", 0.7, 0.7, 2), ("t_00000", "finished", 0.5, 0.4, 2),
+        ("t_00002", "stopped at step 1", 0.2, 0.1, 1), ("t_00003", "error", None, None, 0)]
+
+
+def test_mode_min_reverses_the_order(sweep_dir):
+    spec = yaml.safe_load((sweep_dir / "sweep.yaml").read_text())
+    (sweep_dir / "sweep.yaml").write_text(yaml.safe_dump({**spec, "mode": "min"}))
+    _, rows = read_sweep(str(sweep_dir))
+    assert [(r.trial, r.best) for r in rows] == [("t_00002", 0.1), ("t_00000", 0.2), ("t_00001", 0.2),
+                                                 ("t_00003", None)]
+
+
+def test_the_cli_prints_the_table_and_refuses_keys(sweep_dir, capsys, tmp_path_factory):
+    out_json = tmp_path_factory.mktemp("j") / "table.json"
+    assert main(["compare", str(sweep_dir), "--json", str(out_json)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["#", "trial", "status", "best", M, "(max)", "final", "steps",
+                                "actor_rollout_ref.actor.optim.lr"]
+    assert lines[1].split() == ["1", "t_00001", "finished", "0.7", "0.7", "2", "1e-05"]
+    assert lines[-1] == "t_00003: actor_rollout_ref.actor.optim.lr=-1.0 ..."
+    saved = json.loads(out_json.read_text())
+    assert [t["trial"] for t in saved["trials"]] == ["t_00001", "t_00000", "t_00002", "t_00003"]
+    assert main(["compare", str(sweep_dir), "--keys", "critic/score/mean"]) == 2
+    assert "a sweep folder is compared alone" in capsys.readouterr().err

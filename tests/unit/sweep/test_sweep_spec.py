@@ -1,0 +1,156 @@
+"""The sweep file's checks: each bad input gives its own message, naming the key and the fix, all at once."""
+
+import pytest
+
+from hybridrl.errors import ConfigErrors
+from hybridrl.sweep.check import check_sweep, metric_warnings
+from hybridrl.sweep.spec import parse_sweep
+
+K, S = "trainer.test_freq", "space.trainer.test_freq"  # a key whose entries the tests get wrong
+GOOD = {"space": {"actor_rollout_ref.actor.optim.lr": {"grid": [1e-6, 3e-6]}},
+        "metric": "val-core/arithmetic/reward/mean@1", "mode": "max", "output": "sweeps/x"}
+
+
+def problems(**changes) -> list[str]:
+    raw = {**GOOD, **changes}
+    for key in [k for k, v in changes.items() if v is None]:
+        del raw[key]
+    with pytest.raises(ConfigErrors) as e:
+        parse_sweep(raw)
+    return e.value.messages
+
+
+def test_a_good_file_parses_with_its_defaults():
+    spec = parse_sweep(GOOD)
+    assert (spec.search, spec.num_samples, spec.scheduler.name, spec.seed) == ("random", 1, "none", 0)
+    assert [(e.key, e.kind, e.values) for e in spec.space] == [("actor_rollout_ref.actor.optim.lr", "grid",
+                                                                 (1e-6, 3e-6))]
+
+
+@pytest.mark.parametrize("changes, expected", [
+    ({"metric": None}, "metric: missing; give the metric to optimise"),
+    ({"output": None}, "output: missing; give the sweep folder"),
+    ({"trials": 3}, "trials: not a sweep key; valid keys: base, space"),
+    ({"mode": "maximum"}, "mode='maximum': not supported; valid values: max, min"),
+    ({"search": "bayes"}, "search='bayes': not supported; valid values: random, grid, tpe"),
+    ({"num_samples": 0}, "num_samples=0: give an integer >= 1"),
+    ({"max_concurrent": 0}, "max_concurrent=0: give an integer >= 1"),
+    ({"scheduler": "hyperband"}, "scheduler: got 'hyperband'; give one of none, asha, median"),
+    ({"scheduler": {"name": "asha", "grace": 1}}, "scheduler.grace: not a parameter of asha; valid: grace_period, "
+                                                   "reduction_factor, max_t"),
+    ({"scheduler": {"name": "asha", "reduction_factor": 1}}, "scheduler.reduction_factor=1: give a number > 1"),
+    ({"scheduler": {"name": "median", "grace_period": 1.5}}, "scheduler.grace_period=1.5: give an integer >= 0 "
+                                                             "(hybridrl steps)"),
+    ({"space": {}}, "space: got {}; give a mapping of at least one config key"),
+    ({"space": {K: {"normal": [0, 1]}}}, f"{S}: got ['normal']; give exactly one of choice, grid, uniform"),
+    ({"space": {K: {"grid": []}}}, f"{S}.grid: got []; give a non-empty list"),
+    ({"space": {K: {"uniform": [1, 0]}}}, f"{S}.uniform: [1, 0]: lo=1 must be below hi=0"),
+    ({"space": {K: {"loguniform": [0, 1e-3]}}}, f"{S}.loguniform: [0, 0.001]: lo=0: a log-uniform range needs 0 < lo"),
+    ({"space": {K: {"randint": [1, 2.5]}}}, f"{S}.randint: [1, 2.5]: give two integers [lo, hi]"),
+    ({"space": {K: {"choice": [1, 2]}}, "search": "grid"}, f"{S}: choice under search=grid; give it as grid"),
+    ({"space": {"trainer.default_local_dir": {"grid": ["a"]}}}, "space.trainer.default_local_dir: the sweep sets it"),
+    ({"base": {"overrides": ["actor_rollout_ref.actor.optim.lr=1e-6"]}},
+     "space.actor_rollout_ref.actor.optim.lr: also set in base.overrides; give it in one place"),
+    ({"base": {"config": "/no/such.yaml"}}, "base.config='/no/such.yaml': file not found"),
+    ({"base": {"overrides": "a=1"}}, "base.overrides: got 'a=1'; give a list of key=value strings or a mapping"),
+])
+def test_each_bad_input_has_its_message(changes, expected):
+    found = problems(**changes)
+    assert len(found) == 1 and found[0].startswith(expected), found
+
+
+def test_tpe_without_optuna_says_to_install_it():
+    import importlib.util
+
+    if importlib.util.find_spec("optuna") is not None:
+        pytest.skip("optuna is installed here: test_tpe_uses_optunas_searcher covers search=tpe")
+    assert problems(search="tpe", space={"trainer.test_freq": {"choice": [1, 2]}}) == [
+        "search=tpe needs Optuna, which is not installed; install optuna, or use search=random"]
+
+
+def test_tpe_uses_optunas_searcher():
+    pytest.importorskip("optuna")
+    from hybridrl.sweep.driver import _searcher
+
+    spec = parse_sweep({**GOOD, "space": {"trainer.test_freq": {"choice": [1, 2]}}, "search": "tpe"})
+    assert type(_searcher(spec, 2)).__name__ == "OptunaSearch"
+
+
+def test_grid_entries_are_refused_under_tpe():
+    found = [m for m in problems(search="tpe") if not m.startswith("search=tpe needs Optuna")]
+    assert found == ["space.actor_rollout_ref.actor.optim.lr: grid under search=tpe; TPE samples every key, give it "
+                     "as choice: [...]"]
+
+
+def test_every_problem_is_reported_at_once():
+    found = problems(mode="up", num_samples=-1, search="x")
+    assert [m.split("=")[0] for m in found] == ["search", "mode", "num_samples"]
+
+
+def test_an_unknown_config_key_in_the_space_is_refused_by_the_train_validation():
+    with pytest.raises(ConfigErrors) as e:  # with the file's other problems, before any config is built
+        parse_sweep({**GOOD, "mode": "up", "space": {"actor_rollout_ref.actor.optim.lrr": {"grid": [1e-6]},
+                                                     "trainer.tes_freq": {"choice": [1]}}})
+    assert e.value.messages == [
+        "space.actor_rollout_ref.actor.optim.lrr: config: unknown key 'actor_rollout_ref.actor.optim.lrr'; did you "
+        "mean 'actor_rollout_ref.actor.optim.lr'? (--help lists every key)",
+        "space.trainer.tes_freq: config: unknown key 'trainer.tes_freq'; did you mean 'trainer.test_freq'? (--help "
+        "lists every key)",
+        "mode='up': not supported; valid values: max, min"]
+
+
+def test_the_base_is_checked_with_the_swept_keys_first_values():
+    # alone the base's mini-batch (default 32) exceeds its 8 prompts; the space's first value (4) makes it valid
+    batch = {"base": {"overrides": {"data.train_batch_size": 8}}}
+    spec = parse_sweep({**GOOD, **batch, "space": {"actor_rollout_ref.actor.ppo_mini_batch_size": {"grid": [4, 3]}}})
+    cfg, _ = check_sweep(spec, log=lambda _: None)
+    assert cfg.actor_rollout_ref.actor.ppo_mini_batch_size == 4
+    bad = parse_sweep({**GOOD, **batch, "space": {"actor_rollout_ref.actor.ppo_mini_batch_size": {"grid": [3, 4]}}})
+    with pytest.raises(ConfigErrors) as e:
+        check_sweep(bad)
+    assert e.value.messages[0].startswith("base (with actor_rollout_ref.actor.ppo_mini_batch_size=3, each swept key's "
+                                          "first value): actor_rollout_ref.actor.ppo_mini_batch_size=3 does not divide")
+
+
+def test_a_base_without_the_file_logger_is_refused():
+    spec = parse_sweep({**GOOD, "base": {"overrides": ["trainer.logger=[console]"]}})
+    with pytest.raises(ConfigErrors, match=r"trainer.logger=\['console'\] has no 'file'; a sweep reads"):
+        check_sweep(spec)
+
+
+def test_unknown_or_never_reported_metrics_are_warned_about():
+    spec = parse_sweep({**GOOD, "metric": "accuracy", "base": {"overrides": {"trainer.test_freq": -1}}})
+    lines = []
+    cfg, _ = check_sweep(spec, log=lines.append)
+    assert len(lines) == 1 and lines[0].startswith("warning: metric='accuracy' is not a name hybridrl logs")
+    assert metric_warnings("critic/score/mean", cfg) == []
+    assert metric_warnings("val-core/arithmetic/reward/mean@1", cfg) == [
+        "metric='val-core/arithmetic/reward/mean@1' is a validation metric and trainer.test_freq=-1: trials never "
+        "report it after step 0; set trainer.test_freq in base.overrides"]
+
+
+def test_the_schedulers_count_hybridrl_steps_on_the_sweeps_metric():
+    pytest.importorskip("ray")
+    from hybridrl.sweep.driver import _scheduler
+
+    asha = _scheduler(parse_sweep({**GOOD, "scheduler": {"name": "asha", "grace_period": 2, "reduction_factor": 3}}), 9)
+    assert (asha._time_attr, asha._max_t, asha._brackets[0]._rungs[-1][0]) == ("step", 9, 2)  # first rung at step 2
+    assert asha._brackets[0].rf == 3
+    median = _scheduler(parse_sweep({**GOOD, "scheduler": "median"}), 9)
+    assert (median._time_attr, median._grace_period) == ("step", 1)
+
+
+def test_asha_runs_to_the_most_steps_a_trial_takes():
+    pytest.importorskip("ray")
+    from hybridrl.sweep.driver import most_steps
+
+    assert most_steps(parse_sweep(GOOD), 7) == 7  # the base's trainer.total_training_steps
+    swept = {**GOOD, "space": {"trainer.total_training_steps": {"grid": [4, 12, 8]}}}
+    assert most_steps(parse_sweep(swept), 7) == 12
+    assert most_steps(parse_sweep({**swept, "space": {"trainer.total_training_steps": {"randint": [2, 9]}}}), 7) == 9
+
+
+def test_a_base_without_a_step_count_is_refused():
+    spec = parse_sweep({**GOOD, "base": {"overrides": {"trainer.total_training_steps": None}}})
+    with pytest.raises(ConfigErrors, match="trainer.total_training_steps is null; a sweep counts each trial's steps"):
+        check_sweep(spec)
