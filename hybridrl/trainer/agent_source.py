@@ -19,6 +19,7 @@ import torch
 from hybridrl.batch import PromptBatch
 from hybridrl.errors import HybridRLError
 from hybridrl.rollout.agent.rows import ERROR, OK, TIMEOUT, AgentOutcome, agent_rollout, final_texts
+from hybridrl.rollout.keyed import sample_ids_of
 from hybridrl.trainer.collect import RolloutInputs
 from hybridrl.trainer.metrics import timed
 from hybridrl.trainer.sources import SourceBatch
@@ -63,7 +64,7 @@ def engine_call(index: list[int], n: int, pad_id: int, sampling, generate: Calla
     (one response per prompt): agent a = (its dataset row, its sample j) keeps the identity the built-in rollout
     gives sample j of that row (rollout/keyed.py), so its responses never depend on which agents share the call.
     An engine failure is appended to `failed` (the step fails with it, not the agents)."""
-    ids_of = [(index[a] << 20) | (a % n) for a in range(len(index))]  # keyed.sample_ids_of's rule
+    ids_of = sample_ids_of(index[::n], n).tolist()  # `index` holds each prompt's row n times in a row
 
     def call(prompts: list[list[int]], agents: list[int], max_new: list[int]):
         from hybridrl.serve.hf import left_pad
