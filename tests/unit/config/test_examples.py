@@ -56,3 +56,18 @@ def test_the_one_step_off_example_is_asynchronous_and_one_step_off():
     cfg = load_config(RLConfig, path)
     validate_rl_config(cfg)
     assert async_enabled(cfg) and batches_per_sync(cfg.async_training) == 2 and cfg.trainer.backend == "ray"
+
+
+SWEEPS = sorted(glob.glob(os.path.join(os.path.dirname(__file__), "../../../examples/sweep/*.yaml")))
+
+
+@pytest.mark.parametrize("path", SWEEPS, ids=os.path.basename)
+def test_sweep_example_passes_the_sweeps_own_check(path, monkeypatch):
+    """What `hybridrl sweep FILE` checks before Ray starts (from the repository root, where the files say to run)."""
+    from hybridrl.sweep.check import check_sweep
+    from hybridrl.sweep.spec import load_sweep
+
+    monkeypatch.chdir(os.path.join(os.path.dirname(__file__), "../../.."))
+    warnings = []
+    check_sweep(load_sweep(os.path.abspath(path)), log=warnings.append)
+    assert warnings == []
