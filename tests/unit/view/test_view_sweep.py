@@ -68,7 +68,8 @@ def test_bad_filters_are_400s_naming_the_key(sweep_dir):
     c = client([sweep_dir])
     for params, says in [({"filters": json.dumps({"lr": {"min": 1}})}, "filter on 'lr': not a swept key"),
                          ({"filters": "{lr"}, "filters: not JSON"),
-                         ({"sort": "lr"}, "sort='lr': sort by one of trial, status, best, final, steps or a swept key")]:
+                         ({"sort": "lr"}, "sort='lr': sort by one of trial, status, best, final, steps or a "
+                                          "swept key")]:
         resp = c.get("/api/sweep", params=params)
         assert resp.status_code == 400 and says in resp.json()["error"], resp.text
 
