@@ -157,8 +157,10 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument("runs", nargs="*", metavar="RUN_DIR", help=run_help)
     pl.add_argument("--timeline", metavar="PATH", help="instead: the file trainer.profile_timeline wrote, one row "
                                                         "per process, coloured by phase")
+    pl.add_argument("--sweep", metavar="SWEEP_DIR", help="instead: a sweep folder; the sweep's metric against each "
+                                                         "swept key, and the metric over steps (docs/sweep.md)")
     pl.add_argument("-o", "--output", help="image to write, .png/.pdf/.svg (default: curves.png, with --timeline "
-                                           "timeline.png)")
+                                           "timeline.png, with --sweep sweep.png)")
     text = "table of the final and best value of each metric per run (validation accuracy, reward, KL, time, ...)"
     cmp = sub.add_parser("compare", help=text, description=text)
     cmp.add_argument("runs", nargs="+", metavar="RUN_DIR", help=run_help + ", or one sweep folder (its trials, best "
@@ -306,12 +308,20 @@ def cmd_plot(args) -> None:
     from hybridrl.eval.plot_timeline import plot_timeline
     from hybridrl.eval.runs import load_runs
 
-    if bool(args.runs) == bool(args.timeline):
-        raise HybridRLError("give run folders (hybridrl plot RUN_DIR ...) or one timeline (hybridrl plot --timeline "
-                            "PATH), not both or neither")
-    out = args.output or ("timeline.png" if args.timeline else "curves.png")
+    if sum(map(bool, (args.runs, args.timeline, args.sweep))) != 1:
+        raise HybridRLError("give run folders (hybridrl plot RUN_DIR ...), one timeline (hybridrl plot --timeline "
+                            "PATH) or one sweep (hybridrl plot --sweep SWEEP_DIR): exactly one of them")
+    from hybridrl.sweep.results import is_sweep_folder
+
+    if sweeps := [p for p in args.runs if is_sweep_folder(p)]:
+        raise HybridRLError(f"{sweeps[0]}: a sweep folder; plot it with hybridrl plot --sweep {sweeps[0]}")
+    out = args.output or ("timeline.png" if args.timeline else "sweep.png" if args.sweep else "curves.png")
     check_image_path(out, "-o")  # before reading the inputs
-    if args.timeline:
+    if args.sweep:
+        from hybridrl.eval.plot_sweep import plot_sweep
+
+        plot_sweep(args.sweep, out)
+    elif args.timeline:
         plot_timeline(args.timeline, out)
     else:
         plot_runs(load_runs(args.runs), out)

@@ -26,7 +26,7 @@ from hybridrl.view.runs import RunFolder, ViewError
 
 log = logging.getLogger("hybridrl.view")
 STATIC = os.path.join(os.path.dirname(__file__), "static")
-_PAGES = {"app.js": "application/javascript", "style.css": "text/css"}
+_PAGES = {"app.js": "application/javascript", "sweep.js": "application/javascript", "style.css": "text/css"}
 
 
 def plotly_js() -> Optional[str]:
@@ -86,6 +86,7 @@ class _Runs:
 
     def __init__(self, runs: list[RunFolder]):
         self.runs, self.lock, self.cache = runs, threading.Lock(), StepCache()
+        self.sweep = False  # whether the runs are a sweep's trials (the page opens on its trials table)
 
     def at(self, run: int) -> RunFolder:
         if not 0 <= run < len(self.runs):
@@ -98,8 +99,9 @@ class _Runs:
         return self.cache.groups(r.name, r.source(kind), step)
 
 
-def build_app(runs: list[RunFolder], api_key: Optional[str] = None) -> FastAPI:
-    """The app over `runs` (addressed by their position: run=0, 1, ...)."""
+def build_app(runs: list[RunFolder], api_key: Optional[str] = None, sweep=None) -> FastAPI:
+    """The app over `runs` (addressed by their position: run=0, 1, ...); with `sweep` (a view/sweep.SweepFolder
+    whose trials are the runs) also its trials table."""
     app = FastAPI(title="hybridrl view", docs_url=None, redoc_url=None, openapi_url=None)
     _errors(app)
     _page_routes(app)
@@ -107,6 +109,11 @@ def build_app(runs: list[RunFolder], api_key: Optional[str] = None) -> FastAPI:
     state = _Runs(runs)
     _run_routes(api, state)
     _generation_routes(api, state)
+    if sweep is not None:
+        from hybridrl.view.sweep import sweep_routes
+
+        sweep_routes(api, sweep, {os.path.basename(r.folder): i for i, r in enumerate(runs)}, state.lock)
+    state.sweep = sweep is not None
     app.include_router(api)
     return app
 
@@ -138,7 +145,7 @@ def _run_routes(api: APIRouter, state: _Runs) -> None:
     def list_runs():
         with state.lock:
             return {"runs": [dict(r.summary(), id=i) for i, r in enumerate(state.runs)],
-                    "plotly": plotly_js() is not None}
+                    "plotly": plotly_js() is not None, "sweep": state.sweep}
 
     @api.get("/metrics")
     def metrics(run: int, since: int = 0, upto: Optional[int] = None, gen: int = -1, sections: Optional[str] = None,

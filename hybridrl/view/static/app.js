@@ -55,6 +55,7 @@ function fmt(v) {
 async function loadRuns() {
   const data = await api("runs");
   state.runs = data.runs;
+  state.sweep = data.sweep;
   if (!data.plotly) message("plotly is not installed, so curves cannot be drawn: pip install plotly (or 'hybridrl[view]')", "error");
   const bar = document.getElementById("runs-bar");
   bar.textContent = "";
@@ -475,11 +476,13 @@ async function start() {
   } catch (e) { message("cannot list the runs: " + e.message, "error", "runs-error"); return; }
   clearMessage("runs-error");
   if (window.PLOTLY_MISSING) message("plotly.min.js did not load: pip install plotly", "error");
+  if (state.sweep) await startSweep();  // sweep.js: the trials table first
   await pollMetrics();
-  await loadKinds();
+  if (state.runs.length) await loadKinds();  // a sweep whose trials all failed has no run
   if (!state.timer) state.timer = setInterval(async () => {
     await pollMetrics();
     if (state.tab === "gens" && state.gen.kind) await loadSteps(false);  // new steps of a run still training
+    if (state.tab === "sweep") await loadSweep();  // a running sweep's trials move on
   }, POLL_MS);
 }
 

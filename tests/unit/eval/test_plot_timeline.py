@@ -61,5 +61,5 @@ def test_errors_are_one_line(tmp_path, capsys):
     (tmp_path / "bad.json").write_text("{}")
     assert main(["plot", "--timeline", str(tmp_path / "bad.json"), "-o", str(tmp_path / "x.png")]) == 2
     assert "not a Chrome-trace JSON with traceEvents" in capsys.readouterr().err
-    assert main(["plot"]) == 2 and "not both or neither" in capsys.readouterr().err
+    assert main(["plot"]) == 2 and "exactly one of them" in capsys.readouterr().err
     assert main(["plot", "run", "--timeline", "t.json"]) == 2
