@@ -159,7 +159,7 @@ def _start_ray(address: str | None, log: Callable[[str], None]) -> None:
                  configure_logging=False)
         return
     ray.init(address=address, include_dashboard=False, configure_logging=False)
-    log(f"joined the Ray cluster at {address}: {len(ray.nodes())} node(s), "
+    log(f"joined the Ray cluster at {address}: {sum(n['Alive'] for n in ray.nodes())} node(s), "  # not the dead
         f"{ray.cluster_resources().get('CPU', 0):g} CPUs")
 
 
