@@ -122,10 +122,12 @@ class WorkerPool:
             if cfg.trainer.profile_timeline is not None:  # before setup, so that it is recorded too
                 self.call("setup", "timeline_enable", [a.timeline_enable.remote(f"{name} rank {rank}", rank)
                                                        for rank, a in enumerate(self.actors)])
-            self.address, self.port = self.call("setup", "rendezvous", [self.actors[0].rendezvous.remote()])[0]
+            self.node_ids = self.call("setup", "node_id", [a.node_id.remote() for a in self.actors])
+            # across nodes the ranks meet at rank 0's Ray node address, not its host name (address.py)
+            spans_nodes = len(set(self.node_ids)) > 1
+            self.address, self.port = self.call("setup", "rendezvous", [self.actors[0].rendezvous.remote(spans_nodes)])[0]
             # collectives time out at twice the driver's deadline: the driver sees a hang first and reports it
             # with the stuck ranks' stacks; the collective timeout only frees ranks if the driver is gone
-            self.node_ids = self.call("setup", "node_id", [a.node_id.remote() for a in self.actors])
             slots = ([(s,) for s in core_slots_after(self.node_ids, cores_taken)] if cores_taken is not None
                      else [()] * world)
             self.call("setup", "setup", [a.setup.remote(self.address, self.port, 2 * self.timeout_s, *slot)

@@ -43,7 +43,7 @@ class RolloutWorker(Diagnosable, TimelineWorker):
         self._turn, self._next_turn = threading.Condition(), 0
         self._running: Optional[str] = None  # the call whose turn it is: "generate" | "load_weights" | None
 
-    def rendezvous(self) -> tuple[str, int]:
+    def rendezvous(self, spans_nodes: bool = False) -> tuple[str, int]:
         return "", 0  # rollout workers never talk to each other: no process group
 
     @recorded

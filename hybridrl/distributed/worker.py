@@ -24,6 +24,7 @@ from torch import Tensor
 from hybridrl.batch import PromptBatch, Rollout, Sequences, TrainBatch
 from hybridrl.config.plan import BatchPlan
 from hybridrl.config.schema import RLConfig
+from hybridrl.distributed.address import bind_gloo_to_node, meeting_address
 from hybridrl.distributed.dp import SINGLE, init_data_parallel
 from hybridrl.models.flops import ModelShape
 from hybridrl.rollout.base import SamplingParams
@@ -71,12 +72,13 @@ class RoleWorker(Diagnosable, TimelineWorker):
         self.rank, self.world_size, self.roles, self.threads = rank, world_size, roles, threads
         self.policy = self.reference = self.teacher = self.critic = self.reward_model = None
 
-    def rendezvous(self) -> tuple[str, int]:
-        """This node's address and a free port on it, for rank 0 to host the process group."""
+    def rendezvous(self, spans_nodes: bool = False) -> tuple[str, int]:
+        """This node's address (its Ray address when the pool `spans_nodes`: address.py) and a free port on it, for
+        rank 0 to host the process group."""
         with socket.socket() as s:
             s.bind(("", 0))
             port = s.getsockname()[1]
-        return socket.gethostbyname(socket.gethostname()), port
+        return meeting_address(spans_nodes), port
 
     @recorded
     def setup(self, address: str, port: int, timeout_s: float) -> None:
@@ -86,6 +88,7 @@ class RoleWorker(Diagnosable, TimelineWorker):
         cfg = self.cfg
         # on GPU: gloo carries the CPU tensors (token counts, metrics), NCCL the CUDA ones (gradients)
         backend = "cpu:gloo,cuda:nccl" if cfg.trainer.device == "cuda" else "gloo"
+        bind_gloo_to_node(address)  # across nodes: gloo's sockets on the node's own interface
         dp = (init_data_parallel(self.rank, self.world_size, address, port, timeout_s, backend)
               if self.world_size > 1 else SINGLE)
         tokenizer = load_tokenizer(cfg.actor_rollout_ref.model.path)

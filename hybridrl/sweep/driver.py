@@ -22,10 +22,12 @@ from hybridrl.sweep.trial import TIME_ATTR, run_trial
 STEPS = "trainer.total_training_steps"
 
 
-def derive(spec: SweepSpec, log: Callable[[str], None]) -> tuple[resources.Concurrency, Any]:
+def derive(spec: SweepSpec, log: Callable[[str], None],
+           machine: resources.Machine | None = None) -> tuple[resources.Concurrency, Any]:
     """(concurrency, the base config checked by check_sweep). The concurrency comes from the largest need over the
     swept values, one key at a time, the others at their first value: every value of a list, both ends of a range
-    (config/memory.py estimates each; an invalid value is left to its trial to report)."""
+    (config/memory.py estimates each; an invalid value is left to its trial to report). `machine`: this one unless
+    given (a joined cluster: resources.cluster_machine)."""
     cfg, plan = check_sweep(spec, log)
     needs = [resources.trial_needs(cfg, plan)]
     probe = {e.key: e.probe() for e in spec.space}
@@ -36,7 +38,7 @@ def derive(spec: SweepSpec, log: Callable[[str], None]) -> tuple[resources.Concu
             except ConfigError:
                 continue
     trials = grid_size(spec.space) * spec.num_samples  # Tune's count: num_samples passes over the grid entries
-    got = resources.derive_concurrency(resources.largest_needs(needs), resources.this_machine(), trials,
+    got = resources.derive_concurrency(resources.largest_needs(needs), machine or resources.this_machine(), trials,
                                        spec.max_concurrent)
     if got.trials < 1:
         raise ConfigError(f"no trial fits on this machine: {got.why}; lower the memory a trial needs (hybridrl plan "
@@ -126,7 +128,7 @@ def run_sweep(spec: SweepSpec, must_resume: bool = False, log: Callable[[str], N
     folder = os.path.abspath(spec.output)
     resume = _resuming(spec, folder, must_resume)
     got, cfg = derive(spec, log)
-    log(f"concurrency: {got.why}")
+    address = cfg.ray_kwargs.ray_init.address
     os.environ["TUNE_DISABLE_STRICT_METRIC_CHECKING"] = "1"  # validation metrics come every test_freq steps only
     os.environ["RAY_CHDIR_TO_TRIAL_DIR"] = "0"  # relative paths (data, configs) mean what they mean here
     # Ctrl-C stops the sweep as it stops any hybridrl command (one line, exit 130), not Tune's way (exit 0)
@@ -134,21 +136,39 @@ def run_sweep(spec: SweepSpec, must_resume: bool = False, log: Callable[[str], N
     os.environ["TUNE_DISABLE_AUTO_CALLBACK_LOGGERS"] = "1"  # Tune's JSON and CSV loggers are given below; no TBX
     started = not ray.is_initialized()
     if started:
-        # address="local": a Ray instance of its own, never one another job on this machine started
-        ray.init(address="local", num_cpus=resources.this_machine().cores, include_dashboard=False,
-                 configure_logging=False)
+        _start_ray(address, log)
     try:
-        return _fit(spec, folder, cfg, got, resume, log)
+        machine = resources.this_machine()
+        if address is not None:  # the trials go to every node: the cluster's cores bound them, not this machine's
+            machine = resources.cluster_machine()
+            got, _ = derive(spec, lambda _: None, machine)
+        log(f"concurrency: {got.why}")
+        return _fit(spec, folder, cfg, got, machine, resume, log)
     finally:
         if started:  # the trials' processes go with it
             ray.shutdown()
 
 
-def _fit(spec: SweepSpec, folder: str, cfg, got: resources.Concurrency, resume: bool, log: Callable[[str], None]):
+def _start_ray(address: str | None, log: Callable[[str], None]) -> None:
+    """Join the cluster the base config names (ray_kwargs.ray_init.address: its trials go to every node), or
+    start a Ray instance of this sweep's own (address="local"), never one another job on this machine started."""
+    import ray
+
+    if address is None:
+        ray.init(address="local", num_cpus=resources.this_machine().cores, include_dashboard=False,
+                 configure_logging=False)
+        return
+    ray.init(address=address, include_dashboard=False, configure_logging=False)
+    log(f"joined the Ray cluster at {address}: {sum(n['Alive'] for n in ray.nodes())} node(s), "  # not the dead
+        f"{ray.cluster_resources().get('CPU', 0):g} CPUs")
+
+
+def _fit(spec: SweepSpec, folder: str, cfg, got: resources.Concurrency, machine: resources.Machine, resume: bool,
+         log: Callable[[str], None]):
     from ray import tune
 
     max_t = most_steps(spec, cfg.trainer.total_training_steps)
-    threads = got.threads(resources.this_machine())
+    threads = got.threads(machine)
     log(f"each trial: {threads} CPU core(s) for its torch threads{', 1 GPU' * (cfg.trainer.device == 'cuda')}")
     trainable = tune.with_resources(tune.with_parameters(run_trial, base=spec.base, output=folder, threads=threads),
                                     {"cpu": threads, "gpu": int(cfg.trainer.device == "cuda")})

@@ -49,6 +49,15 @@ def this_machine() -> Machine:
     return Machine(cores, torch.cuda.device_count() if torch.cuda.is_available() else 0, ram)
 
 
+def cluster_machine() -> Machine:
+    """The joined Ray cluster as one machine: its CPUs and GPUs, and the memory Ray offers tasks on all its nodes
+    (a sweep whose base names ray_kwargs.ray_init.address spreads its trials over the nodes)."""
+    import ray
+
+    total = ray.cluster_resources()
+    return Machine(int(total.get("CPU", 0)), int(total.get("GPU", 0)), int(total.get("memory", 0)))
+
+
 def trial_needs(cfg, plan) -> TrialNeeds:
     """What one trial of `cfg` needs (a validated local-backend config and its batch plan)."""
     from hybridrl.config.memory import estimate_memory

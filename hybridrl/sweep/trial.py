@@ -50,11 +50,13 @@ class TuneReport:
             tune.report(self.held)
 
 
-def write_trial_file(run_dir: str, sampled: Mapping[str, Any], status: str, error: str | None = None) -> None:
+def write_trial_file(run_dir: str, sampled: Mapping[str, Any], status: str, error: str | None = None,
+                     node: str | None = None) -> None:
+    """`node`: the address of the Ray node the trial ran on (a sweep over a cluster spreads its trials)."""
     os.makedirs(run_dir, exist_ok=True)
     tmp = os.path.join(run_dir, TRIAL_FILE + ".tmp")
     with open(tmp, "w", encoding="utf-8") as f:
-        json.dump({"sampled": dict(sampled), "status": status, "error": error}, f, indent=1)
+        json.dump({"sampled": dict(sampled), "status": status, "error": error, "node": node}, f, indent=1)
     os.replace(tmp, os.path.join(run_dir, TRIAL_FILE))  # a kill never leaves half a file
 
 
@@ -69,16 +71,18 @@ def read_status(run_dir: str) -> str | None:
 def run_trial(sampled: dict[str, Any], base: Base, output: str, threads: int) -> None:
     """Tune's function trainable: `sampled` is the trial's {config key: value}; `threads`: its cores
     (sweep/resources.py)."""
+    import ray.util
     from ray import tune
 
     run_dir = os.path.join(output, tune.get_context().get_trial_id())
     if read_status(run_dir) == "finished":  # a resumed sweep whose state predates this trial's end: keep it as is
         return
-    write_trial_file(run_dir, sampled, "running")
+    node = ray.util.get_node_ip_address()
+    write_trial_file(run_dir, sampled, "running", node=node)
     try:
         cfg, plan = load_trial_config(base, sampled, run_dir)
     except ConfigError as e:  # before torch is imported: an invalid trial fails at once
-        write_trial_file(run_dir, sampled, "error", str(e))
+        write_trial_file(run_dir, sampled, "error", str(e), node)
         raise TrialConfigError(f"invalid sampled config {sampled}: {e}") from None
     import torch
 
@@ -88,5 +92,5 @@ def run_trial(sampled: dict[str, Any], base: Base, output: str, threads: int) ->
     torch.set_num_threads(threads)
     report = TuneReport(cfg.trainer.total_training_steps)  # set: sweep/check.py requires it
     launch(cfg, plan, callbacks=Callbacks([report]))
-    write_trial_file(run_dir, sampled, "finished")
+    write_trial_file(run_dir, sampled, "finished", node=node)
     report.report_last()
