@@ -27,10 +27,12 @@ def worker_cpus() -> int:
 
 
 def driver_placement_group() -> Optional[str]:
-    """The id of the placement group this process runs in (a sweep trial's), or None."""
-    import ray
+    """The id of the placement group this process runs in and whose bundles its child actors take (a sweep
+    trial's), or None. A group that does not capture child actors is None here: the workers are not in it."""
+    from ray.util import get_current_placement_group
 
-    return ray.get_runtime_context().get_placement_group_id()
+    group = get_current_placement_group()
+    return None if group is None else group.id.hex()
 
 
 def check_same_group(driver: Optional[str], workers: Mapping[str, Sequence[Optional[str]]]) -> None:
