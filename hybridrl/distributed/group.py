@@ -42,6 +42,7 @@ from hybridrl.config.levers import (
 from hybridrl.config.placement import pool_roles, pool_sizes
 from hybridrl.config.schema import RLConfig
 from hybridrl.config.validate import critic_batch_plan, needs_critic, needs_reference, needs_teacher
+from hybridrl.distributed.placement_group import check_same_group, driver_placement_group, worker_cpus
 from hybridrl.distributed.rollout_group import RolloutGroup, rollout_pool_worker
 from hybridrl.distributed.worker import RoleWorker
 from hybridrl.errors import ConfigError, HybridRLError
@@ -128,6 +129,8 @@ class WorkerPool:
             self.address, self.port = self.call("setup", "rendezvous", [self.actors[0].rendezvous.remote(spans_nodes)])[0]
             # collectives time out at twice the driver's deadline: the driver sees a hang first and reports it
             # with the stuck ranks' stacks; the collective timeout only frees ranks if the driver is gone
+            self.placement_groups = self.call("setup", "placement_group_id",
+                                              [a.placement_group_id.remote() for a in self.actors])
             slots = ([(s,) for s in core_slots_after(self.node_ids, cores_taken)] if cores_taken is not None
                      else [()] * world)
             self.call("setup", "setup", [a.setup.remote(self.address, self.port, 2 * self.timeout_s, *slot)
@@ -273,7 +276,7 @@ class RayRoles:
                      include_dashboard=False, log_to_driver=False, configure_logging=False)
         sizes, roles = pool_sizes(cfg), pool_roles(cfg)
         workers = sum(sizes.values())
-        cpus = int(ray.cluster_resources().get("CPU", 0))
+        cpus = worker_cpus()  # a sweep trial's: its placement group's (distributed/placement_group.py)
         gpus = int(ray.cluster_resources().get("GPU", 0)) if cfg.trainer.device == "cuda" else workers
         if cpus < workers or gpus < workers:  # Ray would keep the workers pending forever: say so now
             self.close()
@@ -291,6 +294,8 @@ class RayRoles:
                 taken = Counter(n for p in self.pools.values() for n in p.node_ids) if name == "rollout" else None
                 self.pools[name] = WorkerPool(name, roles[name], size, cfg, plan, total_steps, threads, cls,
                                               concurrency, taken)
+            self.placement_group = driver_placement_group()
+            check_same_group(self.placement_group, {name: p.placement_groups for name, p in self.pools.items()})
         except BaseException:  # no worker outlives a failed start
             self.close()
             raise
@@ -298,7 +303,8 @@ class RayRoles:
         self.world = actor.world
         nodes = {n for p in self.pools.values() for n in p.node_ids}
         log(f"backend=ray: {_pools_text(sizes)} ({threads} torch threads each) on {len(nodes)} node(s), "
-            f"process group at {actor.address}:{actor.port}; workers' output in "
+            f"process group at {actor.address}:{actor.port}"
+            f"{f', all in placement group {self.placement_group}' if self.placement_group else ''}; workers' output in "
             f"{logs_dir(cfg.trainer.default_local_dir)}")
         self.policy = PolicyGroup(actor, pad_id, plan.mini_batch_responses_per_worker,
                                   actor_update_batching(cfg, 1).dynamic, log_prob_batching(cfg).dynamic,

@@ -55,6 +55,12 @@ class Diagnosable:
 
         return ray.get_runtime_context().get_node_id()
 
+    def placement_group_id(self) -> str | None:
+        """The placement group this rank runs in (a sweep trial's: distributed/placement_group.py), or None."""
+        import ray
+
+        return ray.get_runtime_context().get_placement_group_id()
+
     def stacks(self) -> str:
         """Every thread's Python stack: what a stuck call is doing (runs beside it: max_concurrency >= 2)."""
         names = {t.ident: t.name for t in threading.enumerate()}

@@ -1,6 +1,6 @@
 """A sweep checked against the config schema, with the validation `hybridrl train` uses
 (config/validate.load_rl_config), before any trial runs: the base config must be valid and what the sweep
-relies on must hold (metrics.jsonl, an in-process backend, a step count). The swept keys were checked with the
+relies on must hold (metrics.jsonl, a step count, no rollout pool in a Ray-backend trial). The swept keys were checked with the
 file (sweep/keys.py).
 
 A swept *value* is not judged here: a trial whose sampled config is invalid fails alone, with its error in the
@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any, Optional
 
+from hybridrl.config.async_checks import async_enabled
 from hybridrl.config.plan import BatchPlan
 from hybridrl.config.schema import RLConfig
 from hybridrl.errors import raise_all
@@ -56,9 +57,11 @@ def _run_problems(spec: SweepSpec, cfg: RLConfig) -> list[str]:
     if "file" not in tr.logger:
         out.append(f"base: trainer.logger={list(tr.logger)} has no 'file'; a sweep reads each trial's metrics.jsonl, "
                    "add file to trainer.logger")
-    if tr.backend != "local":
-        out.append(f"base: trainer.backend={tr.backend}; this first slice of `hybridrl sweep` runs each trial in its "
-                   "own process (trainer.backend=local); placement-group bundles for Ray-backend trials come later")
+    if tr.backend == "ray" and async_enabled(cfg):
+        out.append("base: trainer.backend=ray with an asynchronous rollout pool (rollout.n_gpus_per_node): its engines "
+                   "bind their threads to a node's cores by worker index (rollout/tp_layout.py), which trials running "
+                   "side by side would share; sweep the synchronous schedule (rollout.n_gpus_per_node=0) or run "
+                   "such configs one by one with hybridrl train")
     if tr.total_training_steps is None:
         out.append("base: trainer.total_training_steps is null; a sweep counts each trial's steps (the schedulers' "
                    "max_t, the last step's report), set it in base.overrides or sweep it in space")

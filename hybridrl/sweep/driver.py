@@ -163,15 +163,40 @@ def _start_ray(address: str | None, log: Callable[[str], None]) -> None:
         f"{ray.cluster_resources().get('CPU', 0):g} CPUs")
 
 
+def _trial_resources(spec: SweepSpec, cfg, threads: int):
+    """What Tune reserves for a trial: `threads` cores (and a GPU on cuda) for an in-process trial; for a Ray-backend
+    trial a placement group of its bundles (sweep/resources.trial_bundles), from the trial's own config (a swept
+    key may change its workers); a trial whose config is invalid gets the base's and fails at once in run_trial."""
+    from ray import tune
+
+    if cfg.trainer.backend != "ray":
+        return {"cpu": threads, "gpu": int(cfg.trainer.device == "cuda")}
+
+    def bundles(sampled: dict[str, Any]):
+        try:
+            trial_cfg, _ = load_trial_config(spec.base, sampled)
+        except ConfigError:
+            trial_cfg = cfg
+        # PACK: a trial's processes on as few nodes as fit (one, on this machine); Ray reserves them all at once
+        return tune.PlacementGroupFactory(resources.trial_bundles(trial_cfg), strategy="PACK")
+
+    return bundles
+
+
 def _fit(spec: SweepSpec, folder: str, cfg, got: resources.Concurrency, machine: resources.Machine, resume: bool,
          log: Callable[[str], None]):
     from ray import tune
 
     max_t = most_steps(spec, cfg.trainer.total_training_steps)
-    threads = got.threads(machine)
-    log(f"each trial: {threads} CPU core(s) for its torch threads{', 1 GPU' * (cfg.trainer.device == 'cuda')}")
+    ray_trials = cfg.trainer.backend == "ray"
+    threads = 1 if ray_trials else got.threads(machine)  # ray: each process has its bundle's core
+    if ray_trials:
+        log(f"each trial: a placement group of {len(resources.trial_bundles(cfg))} bundles (its driver and its "
+            "workers, 1 CPU core each" + ", 1 GPU per worker" * (cfg.trainer.device == "cuda") + ")")
+    else:
+        log(f"each trial: {threads} CPU core(s) for its torch threads{', 1 GPU' * (cfg.trainer.device == 'cuda')}")
     trainable = tune.with_resources(tune.with_parameters(run_trial, base=spec.base, output=folder, threads=threads),
-                                    {"cpu": threads, "gpu": int(cfg.trainer.device == "cuda")})
+                                    _trial_resources(spec, cfg, threads))
     if resume:
         log(f"resuming the sweep in {folder}: finished trials are kept, unfinished ones resume from their checkpoints")
     else:

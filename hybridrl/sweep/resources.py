@@ -5,6 +5,11 @@ trials than cores run at once are shared out among them as torch threads), 1 GPU
 the memory `plan` estimates (config/memory.py: its peak, over the pools, times their workers). Concurrency is
 the smallest of cores / cores per trial, GPUs / GPUs per trial, and RAM / memory per trial (host memory bounds
 CPU trials; on GPUs the estimate is GPU memory, which one trial per GPU bounds already).
+
+A trial with trainer.backend=ray is several processes: its driver and the workers of every pool (config/placement's
+pool_sizes, the count `plan` shows). Tune gives it a placement group of one bundle per process (`trial_bundles`),
+which Ray reserves whole before the trial starts; the trial's workers are created inside it (Tune captures the
+trial's child actors in its placement group), so each of them counts against the cores, GPUs and memory.
 """
 
 from __future__ import annotations
@@ -58,13 +63,31 @@ def cluster_machine() -> Machine:
     return Machine(int(total.get("CPU", 0)), int(total.get("GPU", 0)), int(total.get("memory", 0)))
 
 
+def trial_bundles(cfg) -> list[dict[str, int]]:
+    """The placement-group bundles of one trial of `cfg` (a validated config): one {CPU: 1} for the trial's own
+    process (the whole run with trainer.backend=local; the driver with ray, which holds no GPU), then with ray one
+    {CPU: 1, GPU: g} per worker of every pool (g = 1 on cuda), as group.WorkerPool creates them."""
+    from hybridrl.config.placement import pool_sizes
+
+    gpu = int(cfg.trainer.device == "cuda")
+    if cfg.trainer.backend == "local":
+        return [{"CPU": 1, "GPU": gpu}]
+    return [{"CPU": 1, "GPU": 0}] + [{"CPU": 1, "GPU": gpu} for _ in range(sum(pool_sizes(cfg).values()))]
+
+
 def trial_needs(cfg, plan) -> TrialNeeds:
-    """What one trial of `cfg` needs (a validated local-backend config and its batch plan)."""
-    from hybridrl.config.memory import estimate_memory
+    """What one trial of `cfg` needs (a validated config and its batch plan): its bundles' CPUs and GPUs, and the
+    peak memory of its processes (with ray, the driver's runtime beside the workers')."""
+    from hybridrl.config.memory import RUNTIME_BYTES, estimate_memory
 
     pools = estimate_memory(cfg, plan).pools
-    return TrialNeeds(cpus=1, gpus=int(cfg.trainer.device == "cuda"),
-                      memory_bytes=sum(p.peak_bytes * p.workers for p in pools), device=cfg.trainer.device)
+    memory = sum(p.peak_bytes * p.workers for p in pools)
+    if cfg.trainer.backend != "local" and cfg.trainer.device == "cpu" and not any(
+            p.name.startswith("driver") for p in pools):  # a driver holding the reward model is a pool already
+        memory += RUNTIME_BYTES
+    bundles = trial_bundles(cfg)
+    return TrialNeeds(cpus=sum(b["CPU"] for b in bundles), gpus=sum(b["GPU"] for b in bundles),
+                      memory_bytes=memory, device=cfg.trainer.device)
 
 
 def largest_needs(needs: list[TrialNeeds]) -> TrialNeeds:

@@ -1,8 +1,9 @@
 """One trial: an ordinary hybridrl run in `<sweep>/<trial_id>/`, built and fitted by trainer/launch.launch (the
 path `hybridrl train` takes), reporting each logged step to Tune through a trainer callback.
 
-Beside the run's own files the folder holds `trial.json`: the sampled values and the trial's status
-("running", "finished", or "error" with the config error), which `hybridrl compare SWEEP_DIR` reads.
+Beside the run's own files the folder holds `trial.json`: the sampled values, the trial's status ("running",
+"finished", or "error" with the config error), which `hybridrl compare SWEEP_DIR` reads, and the id of the Ray
+placement group Tune ran the trial in (with trainer.backend=ray its workers run there too: RayRoles checks it).
 A rerun of the same trial (a resumed sweep) resumes the run from its newest checkpoint (trainer.resume_mode=auto).
 """
 
@@ -51,12 +52,14 @@ class TuneReport:
 
 
 def write_trial_file(run_dir: str, sampled: Mapping[str, Any], status: str, error: str | None = None,
-                     node: str | None = None) -> None:
-    """`node`: the address of the Ray node the trial ran on (a sweep over a cluster spreads its trials)."""
+                     node: str | None = None, placement_group: str | None = None) -> None:
+    """`node`: the address of the Ray node the trial ran on (a sweep over a cluster spreads its trials);
+    `placement_group`: the id of the trial's Ray placement group (a Ray-backend trial's workers run in it)."""
     os.makedirs(run_dir, exist_ok=True)
     tmp = os.path.join(run_dir, TRIAL_FILE + ".tmp")
     with open(tmp, "w", encoding="utf-8") as f:
-        json.dump({"sampled": dict(sampled), "status": status, "error": error, "node": node}, f, indent=1)
+        json.dump({"sampled": dict(sampled), "status": status, "error": error, "node": node,
+                   "placement_group": placement_group}, f, indent=1)
     os.replace(tmp, os.path.join(run_dir, TRIAL_FILE))  # a kill never leaves half a file
 
 
@@ -71,18 +74,20 @@ def read_status(run_dir: str) -> str | None:
 def run_trial(sampled: dict[str, Any], base: Base, output: str, threads: int) -> None:
     """Tune's function trainable: `sampled` is the trial's {config key: value}; `threads`: its cores
     (sweep/resources.py)."""
-    import ray.util
+    import ray
     from ray import tune
 
     run_dir = os.path.join(output, tune.get_context().get_trial_id())
     if read_status(run_dir) == "finished":  # a resumed sweep whose state predates this trial's end: keep it as is
         return
-    node = ray.util.get_node_ip_address()
-    write_trial_file(run_dir, sampled, "running", node=node)
+    where = {"node": ray.util.get_node_ip_address(),
+             # a trial with trainer.backend=ray: its workers' group too
+             "placement_group": ray.get_runtime_context().get_placement_group_id()}
+    write_trial_file(run_dir, sampled, "running", **where)
     try:
         cfg, plan = load_trial_config(base, sampled, run_dir)
     except ConfigError as e:  # before torch is imported: an invalid trial fails at once
-        write_trial_file(run_dir, sampled, "error", str(e), node)
+        write_trial_file(run_dir, sampled, "error", str(e), **where)
         raise TrialConfigError(f"invalid sampled config {sampled}: {e}") from None
     import torch
 
@@ -92,5 +97,5 @@ def run_trial(sampled: dict[str, Any], base: Base, output: str, threads: int) ->
     torch.set_num_threads(threads)
     report = TuneReport(cfg.trainer.total_training_steps)  # set: sweep/check.py requires it
     launch(cfg, plan, callbacks=Callbacks([report]))
-    write_trial_file(run_dir, sampled, "finished", node=node)
+    write_trial_file(run_dir, sampled, "finished", **where)
     report.report_last()

@@ -11,7 +11,8 @@ import pytest
 import torch
 
 from hybridrl.config.loader import load_config
-from hybridrl.config.memory import GIB, RUNTIME_BYTES, MemoryBudgetError, MemoryReport, estimate_memory, read_model_dims
+from hybridrl.config.memory import (GIB, RUNTIME_BYTES, MemoryBudgetError, MemoryReport, estimate_memory, fmt_bytes,
+                                    read_model_dims)
 from hybridrl.config.memory_fixes import check_memory
 from hybridrl.config.schema import RLConfig
 from hybridrl.config.validate import validate_rl_config
@@ -344,3 +345,26 @@ def test_lora_param_count_equals_what_peft_trains(targets, exclude):
     trained = sum(p.numel() for p in model.parameters() if p.requires_grad)
     as_list = ["all-linear"] if targets == "all-linear" else targets
     assert lora_params(read_model_dims(resolve_model_path("tiny-arith")), 8, as_list, exclude or []) == trained
+
+
+def test_a_critic_pool_of_its_own_is_shown_apart_with_the_critics_states(fake_model):
+    """`hybridrl plan ... critic.n_workers=1`: the critic pool's line and breakdown, and none of it in the actor's."""
+    report = report_of(fake_overrides(fake_model, "trainer.backend=ray", "trainer.n_gpus_per_node=2",
+                                      "algorithm.adv_estimator=gae", "critic.n_workers=1"))
+    actor, critic = report.pools
+    # the critic is the causal LM with its tied head replaced by a value head Linear(8, 1) with a bias:
+    # 1448 + 9 = 1457 parameters, fp32 weights and gradients (4 bytes each) and two AdamW moments (8), whole on
+    # its one ddp worker
+    assert (critic.name, critic.workers) == ("critic", 1)
+    assert {k: v for k, v in critic.resident.items() if k.startswith("critic")} == {
+        "critic weights": 1457 * 4, "critic gradients": 1457 * 4, "critic AdamW moments": 1457 * 8}
+    assert not any(k.startswith("critic") for k in actor.breakdown) and actor.workers == 2
+    lines = report.describe().splitlines()
+    # the peak phase (values or update) depends on the precision `auto` picks on this machine
+    start = lines.index(f"  critic pool, 1 worker(s): peak {fmt_bytes(critic.peak_bytes)} in {critic.peak_phase}, "
+                        "budget 1.00 GiB (trainer.memory_per_worker_gb=1.0)")
+    # 5828 B = 5.7 KiB, 11656 B = 11.4 KiB (the policy's 1448 * 8 = 11584 B shows as 11.3 KiB)
+    assert lines[start + 1:start + 5] == ["    runtime (Python, torch, transformers): 500.0 MiB",
+                                          "    critic weights: 5.7 KiB", "    critic gradients: 5.7 KiB",
+                                          "    critic AdamW moments: 11.4 KiB"]
+    assert lines[-1].startswith("    other phases: critic ") and "policy" not in "".join(lines[start:])
