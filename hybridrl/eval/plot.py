@@ -79,9 +79,15 @@ def plot_runs(runs: list[Run], out_path: str):
         ax.grid(alpha=0.3)
     fig.legend([Line2D([], [], **style) for style in styles], [run.name for run in runs],
                loc="outside lower center", ncols=min(len(runs), 3))
+    return save_figure(fig, out_path)
+
+
+def save_figure(fig, out_path: str, dpi: int = 110):
+    """Write `fig` to `out_path` (the format by its extension), its folder made; `fig` back. A failed write is
+    the -o option's error, not a traceback."""
     os.makedirs(os.path.dirname(os.path.abspath(out_path)), exist_ok=True)
     try:
-        fig.savefig(out_path, dpi=110)
+        fig.savefig(out_path, dpi=dpi)
     except OSError as e:  # the disk filled, or the path changed since the check
         raise HybridRLError(f"-o {out_path}: cannot write it ({e.strerror or e})") from None
     return fig

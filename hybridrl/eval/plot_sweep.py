@@ -13,7 +13,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from hybridrl.errors import DataError, HybridRLError
+from hybridrl.errors import DataError
+from hybridrl.eval.plot import save_figure
 from hybridrl.eval.runs import load_run
 from hybridrl.sweep.results import TrialRow, is_sweep_folder, read_sweep
 from hybridrl.sweep.select import axis_of, best_row, end_of, swept_entries
@@ -142,10 +143,4 @@ def _steps_panel(ax, folder: str, rows: list[TrialRow], metric: str) -> None:
 
 def plot_sweep(folder: str, out_path: str):
     """Draw sweep_figure(folder) into out_path (format by its extension); return the figure."""
-    fig = sweep_figure(folder)
-    os.makedirs(os.path.dirname(os.path.abspath(out_path)), exist_ok=True)
-    try:
-        fig.savefig(out_path, dpi=110)
-    except OSError as e:
-        raise HybridRLError(f"-o {out_path}: cannot write it ({e.strerror or e})") from None
-    return fig
+    return save_figure(sweep_figure(folder), out_path)

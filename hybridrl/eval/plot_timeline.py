@@ -12,7 +12,7 @@ import json
 import os
 
 from hybridrl.errors import HybridRLError
-from hybridrl.eval.plot import check_image_path
+from hybridrl.eval.plot import check_image_path, save_figure
 
 
 def read_timeline(path: str) -> tuple[list[str], dict[str, list[dict]]]:
@@ -81,12 +81,7 @@ def plot_timeline(path: str, out_path: str):
     cut = f" ({cut_s:.1f} s before it left out: worker setup)" if cut_s > 0 else ""
     ax.set_title(f"phase timeline: {os.path.basename(path)}{cut}", fontsize=11)
     fig.legend([Patch(color=colours[p]) for p in phases], phases, loc="outside right center", fontsize="small")
-    os.makedirs(os.path.dirname(os.path.abspath(out_path)), exist_ok=True)
-    try:
-        fig.savefig(out_path, dpi=100)
-    except OSError as e:
-        raise HybridRLError(f"-o {out_path}: cannot write it ({e.strerror or e})") from None
-    return fig
+    return save_figure(fig, out_path, dpi=100)
 
 
 def _tab20(i: int):

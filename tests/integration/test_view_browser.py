@@ -14,10 +14,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import re
-import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -25,16 +21,11 @@ from pathlib import Path
 import pytest
 
 pytestmark = pytest.mark.slow
-ROOT = Path(__file__).resolve().parents[2]
-ARTIFACTS = ROOT / "tests" / "artifacts" / "view"
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
-CHROMEDRIVER = shutil.which("chromedriver")
-if not (CHROMIUM and CHROMEDRIVER):
-    pytest.skip("needs chromium and chromedriver on PATH (apt-get install chromium chromium-driver)",
-                allow_module_level=True)
-webdriver = pytest.importorskip("selenium.webdriver", reason="needs selenium (pip install selenium)")
+from view_browser_helpers import ARTIFACTS, chrome, needs_browser, view_server, wait_for  # noqa: E402
+
+webdriver = needs_browser()
 from selenium.webdriver.common.by import By  # noqa: E402
-from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
+from selenium.webdriver.support.ui import Select  # noqa: E402
 
 
 def tiny_run(arith_data, folder: Path) -> Path:
@@ -98,39 +89,12 @@ def runs(arith_data, random_model_dir, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def server(runs):
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    proc = subprocess.Popen([sys.executable, "-m", "hybridrl", "view", *map(str, runs), "--port", "0"],
-                            cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True)
-    url = None
-    deadline = time.time() + 60
-    while url is None and time.time() < deadline:
-        line = proc.stderr.readline()
-        if not line and proc.poll() is not None:
-            raise RuntimeError(f"hybridrl view exited with {proc.returncode}")
-        if m := re.search(r"on (http://127\.0\.0\.1:\d+/)", line):
-            url = m[1]
-    assert url, "hybridrl view printed no address within 60 s"
-    yield url
-    proc.terminate()
-    proc.wait(timeout=10)
+    yield from view_server(list(map(str, runs)), r"on (http://127\.0\.0\.1:\d+/)", "")
 
 
 @pytest.fixture(scope="module")
 def browser():
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1500,1000"):
-        options.add_argument(arg)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(service=webdriver.ChromeService(executable_path=CHROMEDRIVER), options=options)
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    yield driver
-    driver.quit()
-
-
-def wait_for(driver, js: str, timeout: float = 20):
-    """The value of `js` (a JS expression) once it is truthy."""
-    return WebDriverWait(driver, timeout, poll_frequency=0.2).until(lambda d: d.execute_script(f"return {js}"))
+    yield from chrome(webdriver)
 
 
 def shot(driver, name: str) -> None:

@@ -8,27 +8,15 @@ Needs chromium and chromedriver (apt-get install chromium chromium-driver; .ci/r
 
 from __future__ import annotations
 
-import os
-import re
-import shutil
-import subprocess
 import sys
-import time
-from pathlib import Path
 
 import pytest
 
 pytestmark = pytest.mark.slow
-ROOT = Path(__file__).resolve().parents[2]
-ARTIFACTS = ROOT / "tests" / "artifacts" / "view"
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
-CHROMEDRIVER = shutil.which("chromedriver")
-if not (CHROMIUM and CHROMEDRIVER):
-    pytest.skip("needs chromium and chromedriver on PATH (apt-get install chromium chromium-driver)",
-                allow_module_level=True)
-webdriver = pytest.importorskip("selenium.webdriver", reason="needs selenium (pip install selenium)")
+from view_browser_helpers import ARTIFACTS, ROOT, chrome, needs_browser, view_server, wait_for  # noqa: E402
+
+webdriver = needs_browser()
 from selenium.webdriver.common.by import By  # noqa: E402
-from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "tests" / "unit" / "sweep"))
 from sweep_folder import ADV, LR, write_sweep  # noqa: E402
@@ -39,37 +27,13 @@ ROWS = "[...document.querySelectorAll('#sweep-table tbody tr')].map(r => r.datas
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     folder = write_sweep(tmp_path_factory.mktemp("view_sweep") / "sw")
-    proc = subprocess.Popen([sys.executable, "-m", "hybridrl", "view", folder, "--port", "0"], cwd=ROOT,
-                            env=dict(os.environ, PYTHONPATH=str(ROOT)), stderr=subprocess.PIPE, text=True)
-    url, deadline = None, time.time() + 60
-    while url is None and time.time() < deadline:
-        line = proc.stderr.readline()
-        if not line and proc.poll() is not None:
-            raise RuntimeError(f"hybridrl view exited with {proc.returncode}")
-        if m := re.search(r"a sweep of 4 trial\(s\) on (http://127\.0\.0\.1:\d+/)", line):
-            url = m[1]
-    assert url, "hybridrl view printed no address for a sweep of 4 trials within 60 s"
-    yield url
-    proc.terminate()
-    proc.wait(timeout=10)
+    yield from view_server([str(folder)], r"a sweep of 4 trial\(s\) on (http://127\.0\.0\.1:\d+/)",
+                           "for a sweep of 4 trials")
 
 
 @pytest.fixture(scope="module")
 def browser():
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1500,1000"):
-        options.add_argument(arg)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(service=webdriver.ChromeService(executable_path=CHROMEDRIVER), options=options)
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    yield driver
-    driver.quit()
-
-
-def wait_for(driver, js: str, timeout: float = 20):
-    """The value of `js` (a JS expression) once it is truthy."""
-    return WebDriverWait(driver, timeout, poll_frequency=0.2).until(lambda d: d.execute_script(f"return {js}"))
+    yield from chrome(webdriver)
 
 
 def test_the_sweep_tab_lists_filters_sorts_and_opens_trials(server, browser):
