@@ -129,7 +129,7 @@ class CheckContext:
         if cfg.critic.model.path or cfg.algorithm.adv_estimator == "gae":
             out += [f"critic.ppo_mini_batch_size={shrunk_batch(plan)['actor_rollout_ref.actor.ppo_mini_batch_size']}",
                     "critic.ppo_micro_batch_size_per_gpu=null", "critic.forward_micro_batch_size_per_gpu=null",
-                    "critic.n_workers=null"]
+                    "critic.n_workers=null", "critic.enable_resource_pool=false"]
         if cfg.data.gen_batch_size is not None:
             out.append(f"data.gen_batch_size={shrunk_batch(plan)['data.train_batch_size']}")
         if arr.rollout.name == "vllm" and not vllm_installed():

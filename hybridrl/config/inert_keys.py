@@ -231,6 +231,9 @@ RULES: tuple[Rule, ...] = (
                                             "algorithm.use_kl_in_reward=false, no distillation teacher)")),
     Rule(("reward_model.micro_batch_size_per_gpu",),  # read by build_reward_model only
          _when(lambda c: not c.reward_model.enable, "reward_model.enable=false")),
+    Rule(("critic.n_gpus_per_node", "critic.nnodes"),  # config/roles.py critic_pool_workers
+         _when(lambda c: not c.critic.enable_resource_pool,
+               "the critic has no per-node pool of its own (critic.enable_resource_pool=false)")),
     Rule(("reward_model.n_gpus_per_node", "reward_model.nnodes"),  # config/placement.py pool_sizes
          _when(lambda c: not (c.reward_model.enable and c.reward_model.enable_resource_pool),
                "the reward model has no pool of its own (reward_model.enable_resource_pool=false)")),

@@ -55,7 +55,7 @@ from hybridrl.config.memory_phases import (
 )
 from hybridrl.config.memory_terms import BF16, FP32, ModelDims
 from hybridrl.config.plan import BatchPlan
-from hybridrl.config.roles import critic_batch_plan, needs_critic, needs_reference, needs_teacher
+from hybridrl.config.roles import critic_batch_plan, critic_pool_workers, needs_critic, needs_reference, needs_teacher
 from hybridrl.config.schema import RLConfig
 from hybridrl.errors import ConfigError
 
@@ -379,7 +379,7 @@ def _policy_parts(cfg: RLConfig, plan: BatchPlan) -> tuple[dict[str, int], tuple
                              actor_update_batching(cfg, plan.micro_batch_responses_per_worker), f, True, cfg),
                _optimizer_phase("policy", d, shards, cfg.trainer.device, adapter)]
     extras = []
-    if needs_critic(cfg) and cfg.critic.n_workers is None:
+    if needs_critic(cfg) and critic_pool_workers(cfg) is None:
         extras.append(_critic_parts(cfg, world))
     if cfg.reward_model.enable and cfg.trainer.backend == "local":  # one process holds every role
         extras.append(_reward_parts(cfg, 1))
@@ -402,6 +402,13 @@ def _rollout_pool_parts(cfg: RLConfig, workers: int) -> tuple[dict[str, int], tu
     return resident, (generation, push)
 
 
+def _critic_per_node(cfg: RLConfig) -> int:
+    """The critic pool's workers on one node: its n_gpus_per_node when laid out per node, else Ray spreads
+    critic.n_workers over the actor's nodes (rounded up)."""
+    c = cfg.critic
+    return c.n_gpus_per_node if c.enable_resource_pool else -(-c.n_workers // cfg.trainer.nnodes)
+
+
 def _processes_per_node(cfg: RLConfig) -> int:
     """Processes sharing one node's RAM: a node's policy workers, the critic pool's share of the nodes
     (all of it when nnodes=1), a node of the reward-model pool, the driver when it holds the reward model, and a
@@ -411,8 +418,8 @@ def _processes_per_node(cfg: RLConfig) -> int:
     if tr.backend == "local":
         return 1
     n = tr.n_gpus_per_node
-    if cfg.critic.n_workers is not None and needs_critic(cfg):
-        n += -(-cfg.critic.n_workers // tr.nnodes)
+    if critic_pool_workers(cfg) is not None and needs_critic(cfg):
+        n += _critic_per_node(cfg)
     if rm.enable:
         n += max(1, rm.n_gpus_per_node) if rm.enable_resource_pool else 1
     if needs_teacher(cfg) and _teacher_pooled(cfg):
@@ -451,9 +458,9 @@ def estimate_memory(cfg: RLConfig, plan: BatchPlan) -> MemoryReport:
     resident, phases = _policy_parts(cfg, plan)
     pools = [PoolMemory("actor", plan.world_size, _runtime(tr.device) | resident, phases,
                         *_budget(cfg, tr.device, procs))]
-    if needs_critic(cfg) and cfg.critic.n_workers is not None:
-        resident, phases = _critic_parts(cfg, cfg.critic.n_workers)
-        pools.append(PoolMemory("critic", cfg.critic.n_workers, _runtime(tr.device) | resident, tuple(phases),
+    if needs_critic(cfg) and (critic_workers := critic_pool_workers(cfg)) is not None:
+        resident, phases = _critic_parts(cfg, critic_workers)
+        pools.append(PoolMemory("critic", critic_workers, _runtime(tr.device) | resident, tuple(phases),
                                 *_budget(cfg, tr.device, procs)))
     if rm.enable and tr.backend != "local":
         pooled = rm.enable_resource_pool

@@ -13,7 +13,7 @@ from typing import Any
 from hybridrl.config.levers import dtype_name
 from hybridrl.config.memory import SHARDED, MemoryBudgetError, MemoryReport, Phase, PoolMemory, estimate_memory, fmt_bytes
 from hybridrl.config.plan import BatchPlan, largest_divisor
-from hybridrl.config.roles import actor_plan, needs_critic, needs_reference
+from hybridrl.config.roles import actor_plan, critic_pool_workers, needs_critic, needs_reference
 from hybridrl.config.schema import RLConfig
 from hybridrl.errors import ConfigError
 
@@ -197,7 +197,7 @@ def _more_workers(cfg: RLConfig, pools: set[str]) -> Iterator[dict[str, Any]]:
     if "actor" in pools:
         world, mini = tr.n_gpus_per_node * tr.nnodes, arr.actor.ppo_mini_batch_size * arr.rollout.n
         shard = {} if arr.actor.strategy in SHARDED else {"actor_rollout_ref.actor.strategy": "fsdp2"}
-        with_critic = needs_critic(cfg) and c.n_workers is None and c.strategy not in SHARDED
+        with_critic = needs_critic(cfg) and critic_pool_workers(cfg) is None and c.strategy not in SHARDED
         strategies = [{}, shard] + ([{**shard, "critic.strategy": "fsdp2"}] if with_critic else [])
         backend = {"trainer.backend": "ray"} if tr.backend == "local" else {}
         for w in (w for w in range(world + 1, mini + 1) if mini % w == 0):
@@ -206,13 +206,16 @@ def _more_workers(cfg: RLConfig, pools: set[str]) -> Iterator[dict[str, Any]]:
             layouts = [{"trainer.n_gpus_per_node": w // tr.nnodes}] * (w % tr.nnodes == 0) + \
                       [{"trainer.nnodes": w // tr.n_gpus_per_node}] * (w % tr.n_gpus_per_node == 0)
             yield from ({**backend, **layout, **strategy, **micro} for layout in layouts for strategy in strategies)
-    elif "critic" in pools and c.n_workers is not None:
+    elif "critic" in pools and (workers := critic_pool_workers(cfg)) is not None:
         mini = (c.ppo_mini_batch_size or arr.actor.ppo_mini_batch_size) * arr.rollout.n
         strategies = [{}] + ([] if c.strategy in SHARDED else [{"critic.strategy": "fsdp2"}])
-        for w in (w for w in range(c.n_workers + 1, mini + 1) if mini % w == 0):
+        for w in (w for w in range(workers + 1, mini + 1) if mini % w == 0):
             micro = _micro_for("critic.ppo_micro_batch_size_per_gpu",
                                c.ppo_micro_batch_size_per_gpu or arr.actor.ppo_micro_batch_size_per_gpu, mini // w)
-            yield from ({"critic.n_workers": w, **strategy, **micro} for strategy in strategies)
+            # the keys the user sized the pool with: per node (w nodes' worth when it divides), or n_workers
+            layouts = ([{"critic.n_gpus_per_node": w // c.nnodes}] * (w % c.nnodes == 0) if c.enable_resource_pool
+                       else [{"critic.n_workers": w}])
+            yield from ({**layout, **strategy, **micro} for layout in layouts for strategy in strategies)
 
 
 def _levers_on(cfg: RLConfig) -> list[str]:

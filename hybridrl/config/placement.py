@@ -2,7 +2,8 @@
 
 By default every role shares the actor pool, `trainer.n_gpus_per_node * trainer.nnodes` workers
 (verl's hybrid engine: rank r of the policy, reference and critic in worker r). A role can get its
-own pool: the critic with `critic.n_workers`, the reward model with
+own pool: the critic with `critic.enable_resource_pool` (`critic.n_gpus_per_node * critic.nnodes` workers; or
+`critic.n_workers` workers that Ray places), the reward model with
 `reward_model.enable_resource_pool` (`reward_model.n_gpus_per_node * reward_model.nnodes` workers;
 otherwise it scores in the driver), the distillation teacher with `distillation.enable_resource_pool`
 (`distillation.n_gpus_per_node * distillation.nnodes` workers; otherwise in the actor pool). Each pool is its own data-parallel process group.
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 from hybridrl.config.async_checks import async_enabled, rollout_workers
 from hybridrl.config.schema import RLConfig
+from hybridrl.config.roles import critic_pool_workers
 from hybridrl.config.validate import needs_critic, needs_reference, needs_teacher
 
 
@@ -20,8 +22,8 @@ def pool_sizes(cfg: RLConfig) -> dict[str, int]:
     """Workers per pool: `actor`, and `critic` / `reward_model` / `teacher` when they have their own."""
     tr, rm, dist = cfg.trainer, cfg.reward_model, cfg.distillation
     sizes = {"actor": tr.n_gpus_per_node * tr.nnodes}
-    if needs_critic(cfg) and cfg.critic.n_workers is not None:
-        sizes["critic"] = cfg.critic.n_workers
+    if needs_critic(cfg) and critic_pool_workers(cfg) is not None:
+        sizes["critic"] = critic_pool_workers(cfg)
     if rm.enable and rm.enable_resource_pool:
         sizes["reward_model"] = rm.n_gpus_per_node * rm.nnodes
     if needs_teacher(cfg) and dist.enable_resource_pool:
@@ -62,10 +64,12 @@ def describe_placement(cfg: RLConfig) -> str:
     driver = "data, rewards" + (" (with the reward model)" if rm.enable and "reward_model" not in sizes else "")
     lines = [f"placement: backend=ray, {sum(sizes.values())} worker processes on {tr.device}; the driver keeps "
              f"{driver} and the loop"]
-    # workers per node: the actor and reward-model pools are laid out by their n_gpus_per_node; Ray
-    # places the critic pool's workers wherever CPUs (GPUs) are free
+    # workers per node: the pools are laid out by their n_gpus_per_node; Ray places a critic pool given as
+    # critic.n_workers wherever CPUs (GPUs) are free
     per_node = {"actor": tr.n_gpus_per_node, "reward_model": rm.n_gpus_per_node,
                 "teacher": cfg.distillation.n_gpus_per_node, "rollout": cfg.rollout.n_gpus_per_node}
+    if cfg.critic.enable_resource_pool:
+        per_node["critic"] = cfg.critic.n_gpus_per_node
     what = {"actor": f"strategy {cfg.actor_rollout_ref.actor.strategy}", "critic": f"strategy {cfg.critic.strategy}",
             "reward_model": "inference only", "teacher": "inference only", "rollout": "generation only"}
     for pool, size in sizes.items():

@@ -4,6 +4,8 @@ all read them; validate.py re-exports them for its callers."""
 
 from __future__ import annotations
 
+from typing import Optional
+
 from hybridrl.algos.advantages import ADV_ESTIMATORS
 from hybridrl.algos.policy_losses import PolicyLossParams
 from hybridrl.config.plan import MICRO_CAP, BatchPlan, make_batch_plan
@@ -25,10 +27,23 @@ def needs_critic(cfg: RLConfig) -> bool:
     return bool(ADV_ESTIMATORS.entry(cfg.algorithm.adv_estimator).meta.get("needs_critic", False))
 
 
+def critic_pool_workers(cfg: RLConfig) -> Optional[int]:
+    """Workers of the critic's own pool: critic.n_gpus_per_node * critic.nnodes with critic.enable_resource_pool
+    (the reward model's and the teacher's pattern), or critic.n_workers; None: the critic shares the actor pool.
+    (Validation refuses both at once.)"""
+    c = cfg.critic
+    return c.n_gpus_per_node * c.nnodes if c.enable_resource_pool else c.n_workers
+
+
+def critic_pool_key(cfg: RLConfig) -> str:
+    """The keys that size the critic's own pool, for messages."""
+    return "critic.n_gpus_per_node * critic.nnodes" if cfg.critic.enable_resource_pool else "critic.n_workers"
+
+
 def critic_world_size(cfg: RLConfig) -> int:
-    """The critic's data-parallel ranks: its own pool's (critic.n_workers), else one per policy worker."""
-    tr = cfg.trainer
-    return cfg.critic.n_workers if cfg.critic.n_workers is not None else tr.n_gpus_per_node * tr.nnodes
+    """The critic's data-parallel ranks: its own pool's, else one per policy worker."""
+    tr, own = cfg.trainer, critic_pool_workers(cfg)
+    return own if own is not None else tr.n_gpus_per_node * tr.nnodes
 
 
 def critic_batch_plan(cfg: RLConfig) -> BatchPlan:
@@ -40,7 +55,7 @@ def critic_batch_plan(cfg: RLConfig) -> BatchPlan:
     return make_batch_plan(cfg.data.train_batch_size, cfg.actor_rollout_ref.rollout.n,
                            pick(c.ppo_mini_batch_size, actor.ppo_mini_batch_size), c.ppo_micro_batch_size_per_gpu,
                            pick(c.ppo_epochs, actor.ppo_epochs), critic_world_size(cfg), role="critic",
-                           world_key="critic.n_workers" if c.n_workers is not None else
+                           world_key=critic_pool_key(cfg) if critic_pool_workers(cfg) is not None else
                            "trainer.n_gpus_per_node * trainer.nnodes",
                            micro_cap=actor.ppo_micro_batch_size_per_gpu or MICRO_CAP)
 

@@ -55,8 +55,14 @@ class CriticConfig:
                            gt=0, hint="(a norm: <= 0 would flip or zero the gradient)")
     strategy: str = doc("ddp", "critic weights across data-parallel workers: ddp | fsdp2 (see actor.strategy)",
                         choices=STRATEGIES)
-    n_workers: Optional[int] = doc(None, "backend=ray: run the critic in its own pool of this many workers "
-                                         "(null: in the policy's workers, one rank each)", ge=1)
+    enable_resource_pool: bool = doc(False, "backend=ray: the critic in its own pool of critic.n_gpus_per_node * "
+                                            "critic.nnodes workers, laid out per node as the actor's (false: rank r "
+                                            "beside the policy's rank r, or critic.n_workers)")
+    n_gpus_per_node: int = doc(0, "critic workers per node (enable_resource_pool=true)", ge=0)
+    nnodes: int = doc(0, "nodes of the critic pool (enable_resource_pool=true)", ge=0)
+    n_workers: Optional[int] = doc(None, "backend=ray: the critic in its own pool of this many workers, placed by "
+                                         "Ray (shorthand for enable_resource_pool; null: in the policy's workers, "
+                                         "one rank each)", ge=1)
 
 
 @dataclass

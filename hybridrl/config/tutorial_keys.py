@@ -175,7 +175,8 @@ TABLE: dict[str, Word] = {
     "actor_device_mesh": Word("the actor's device mesh", _MESH.format(
         workers=_WORKERS, strategy=f"{ARR}.actor.strategy")),
     "critic_device_mesh": Word("the critic's device mesh", _MESH.format(
-        workers=f"{_WORKERS}, or critic.n_workers of its own", strategy="critic.strategy")),
+        workers=f"{_WORKERS}, or critic.n_gpus_per_node x critic.nnodes of its own with critic.enable_resource_pool=true",
+        strategy="critic.strategy")),
     **_same(("rollout_device_mesh", "tensor_parallel_size", "tp_size", "rollout_tp_size", "vllm_tensor_parallel_size"),
             Word("the rollout engine's tensor parallelism",
                  f"set {ARR}.rollout.tensor_model_parallel_size={{value}} (vLLM with trainer.backend=ray: workers "

@@ -343,6 +343,16 @@ def _check_rollout_tp(cfg: RLConfig) -> None:
 def _check_pools(cfg: RLConfig) -> None:
     """A role in its own resource pool (backend=ray only)."""
     tr, c, rm = cfg.trainer, cfg.critic, cfg.reward_model
+    if c.enable_resource_pool:
+        if c.n_workers is not None:
+            raise ConfigError(f"critic.enable_resource_pool=true and critic.n_workers={c.n_workers} both size the "
+                              "critic's own pool; give one: critic.n_gpus_per_node and critic.nnodes (laid out per "
+                              "node), or critic.n_workers alone")
+        if not needs_critic(cfg):
+            raise ConfigError(f"critic.enable_resource_pool=true but algorithm.adv_estimator="
+                              f"{cfg.algorithm.adv_estimator} uses no critic; remove it (or set "
+                              "algorithm.adv_estimator=gae)")
+        _check_own_pool("critic", "", True, "the critic", tr.backend, c.n_gpus_per_node, c.nnodes)
     if c.n_workers is not None:
         if not needs_critic(cfg):
             raise ConfigError(f"critic.n_workers={c.n_workers} gives the critic its own workers, but "

@@ -2,7 +2,7 @@
 
 `RayRoles` starts (or joins) a Ray cluster and its resource pools: the actor pool, one `RoleWorker`
 per data-parallel rank (`trainer.n_gpus_per_node * trainer.nnodes`) hosting the policy, reference
-and critic (the hybrid engine), plus a critic pool (`critic.n_workers`) and a reward-model pool
+and critic (the hybrid engine), plus a critic pool (`critic.enable_resource_pool` or `critic.n_workers`) and a reward-model pool
 (`reward_model.enable_resource_pool`) and a teacher pool (`distillation.enable_resource_pool`) when asked for. Each pool is one torch.distributed process
 group (gloo on CPU; gloo for CPU tensors and NCCL for CUDA ones on GPU). It exposes `policy`,
 `reference`, `critic` and `reward_model` groups with the same typed methods as the local roles:
@@ -452,7 +452,7 @@ class TeacherGroup:
 
 
 class CriticGroup:
-    """The critic of every rank of its pool (the actor pool, or its own with critic.n_workers)."""
+    """The critic of every rank of its pool (the actor pool, or its own: config/roles.py critic_pool_workers)."""
 
     def __init__(self, pool: WorkerPool, mini_per_worker: int, balance_update: bool = False, balance_values: bool = False):
         self.pool, self.mini_per_worker = pool, mini_per_worker

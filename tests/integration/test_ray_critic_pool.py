@@ -1,4 +1,5 @@
-"""The critic on a pool of its own (critic.n_workers, "actor on devices 0-3, critic on 4-7") trains exactly like
+"""The critic on a pool of its own (critic.enable_resource_pool with critic.n_gpus_per_node x critic.nnodes, the
+reward model's and teacher's keys: "actor on devices 0-3, critic on 4-7") trains exactly like
 the critic colocated in the actor's workers (issue #38 part 3): the default PPO task on trainer.backend=ray, one
 data-parallel rank per role in both runs, the same metrics step for step, the critic's and the actor's."""
 
@@ -25,7 +26,8 @@ PPO = str(Path(__file__).resolve().parents[2] / "examples" / "arithmetic_ppo.yam
 # gives each worker the cluster's CPUs / its workers), so the critic's sums run in the same order wherever it is
 RAY = ["trainer.backend=ray", "trainer.n_gpus_per_node=1", "trainer.worker_timeout_s=120"]
 COLOCATED = ["ray_kwargs.ray_init.num_cpus=1"]  # 1 worker: policy + critic
-OWN_POOL = ["ray_kwargs.ray_init.num_cpus=2", "critic.n_workers=1"]  # 1 policy worker + 1 critic worker
+OWN_POOL = ["ray_kwargs.ray_init.num_cpus=2", "critic.enable_resource_pool=true", "critic.n_gpus_per_node=1",
+            "critic.nnodes=1"]  # 1 policy worker + 1 critic worker
 
 
 def train_ppo(args: list[str]) -> tuple[list[dict], dict]:

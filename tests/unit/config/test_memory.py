@@ -232,6 +232,18 @@ def test_cpu_budget_is_ram_over_the_processes_of_a_node(fake_model):
     assert not any(k.startswith("critic") for k in report.pools[0].resident)
 
 
+def test_a_per_node_critic_pool_counts_its_workers_per_node(fake_model):
+    """critic.enable_resource_pool: 2 x 2 critic workers over 2 nodes = 2 per node beside the node's 1 policy worker
+    (critic.n_workers=4 on 2 nodes would count the same, rounded up: 4 / 2)."""
+    ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    for critic in (["critic.enable_resource_pool=true", "critic.n_gpus_per_node=2", "critic.nnodes=2"],
+                   ["critic.n_workers=4"]):
+        report = report_of(fake_overrides(fake_model, "trainer.backend=ray", "trainer.nnodes=2",
+                                          "algorithm.adv_estimator=gae", *critic, "trainer.memory_per_worker_gb=null",
+                                          "data.train_batch_size=2", "critic.ppo_mini_batch_size=2"))
+        assert [(p.name, p.workers, p.budget) for p in report.pools] == [("actor", 2, ram // 3), ("critic", 4, ram // 3)]
+
+
 def test_the_async_rollout_pool_is_counted_with_its_own_weights_and_shares_the_node(fake_model):
     overrides = fake_overrides(fake_model, "trainer.backend=ray", "rollout.n_gpus_per_node=1", "rollout.nnodes=1",
                                "trainer.memory_per_worker_gb=null")

@@ -61,8 +61,9 @@ def test_the_issues_words(item, expected):
     ("actor_device_mesh=[2,4]", f"there is no device-mesh key: every role trains data-parallel over its workers "
                                 f"(trainer.n_gpus_per_node * trainer.nnodes), with no tensor or sequence parallelism in "
                                 f"training; set {ARR}.actor.strategy=fsdp2"),
-    ("critic_device_mesh=[8]", "trainer.nnodes, or critic.n_workers of its own), with no tensor or sequence "
-                               "parallelism in training; set critic.strategy=fsdp2"),
+    ("critic_device_mesh=[8]", "trainer.nnodes, or critic.n_gpus_per_node x critic.nnodes of its own with "
+                               "critic.enable_resource_pool=true), with no tensor or sequence parallelism in training; "
+                               "set critic.strategy=fsdp2"),
     ("ppo_micro_batch_size=16", f"set {ARR}.actor.ppo_micro_batch_size_per_gpu to 16 / (trainer.n_gpus_per_node * "
                                 "trainer.nnodes)"),
     ("kl_penalty=low_var_kl", "set algorithm.kl_penalty=low_var_kl (the estimator of the KL in the reward"),

@@ -314,6 +314,16 @@ def test_both_kl_terms_warn_and_each_alone_does_not():
     (["critic.n_workers=0", "algorithm.adv_estimator=gae", "trainer.backend=ray"], "critic.n_workers=0 must be at least 1"),
     (["critic.n_workers=1", "algorithm.adv_estimator=gae"],
      "critic.n_workers=1 puts the critic in its own worker processes, which needs trainer.backend=ray"),
+    (["critic.enable_resource_pool=true", "critic.n_gpus_per_node=1", "critic.nnodes=1", "trainer.backend=ray"],
+     "critic.enable_resource_pool=true but algorithm.adv_estimator=grpo uses no critic"),
+    (["critic.enable_resource_pool=true", "critic.n_gpus_per_node=1", "critic.nnodes=1", "critic.n_workers=2",
+      "algorithm.adv_estimator=gae", "trainer.backend=ray"],
+     "critic.enable_resource_pool=true and critic.n_workers=2 both size the critic's own pool; give one"),
+    (["critic.enable_resource_pool=true", "critic.n_gpus_per_node=1", "critic.nnodes=1",
+      "algorithm.adv_estimator=gae"],
+     "critic.enable_resource_pool=true puts the critic in its own worker processes, which needs trainer.backend=ray"),
+    (["critic.enable_resource_pool=true", "algorithm.adv_estimator=gae", "trainer.backend=ray"],
+     "critic.enable_resource_pool=true needs critic.n_gpus_per_node >= 1 and critic.nnodes >= 1 (got 0 and 0)"),
     (["reward_model.enable_resource_pool=true", "trainer.backend=ray"],
      "reward_model.enable_resource_pool=true but reward_model.enable=false"),
     (["reward_model.enable_resource_pool=true", "reward_model.enable=true", "reward_model.model.path=x",
@@ -345,6 +355,27 @@ def test_a_critic_pool_plans_its_batches_over_its_own_workers():
     assert critic_batch_plan(cfg).world_size == 4
     assert critic_batch_plan(cfg).mini_batch_responses_per_worker == 256 // 4
     validate("trainer.backend=ray", "trainer.n_gpus_per_node=2", "actor_rollout_ref.actor.strategy=fsdp2")
+
+
+def test_a_critic_pool_per_node_is_sized_and_laid_out_like_the_other_pools():
+    """critic.enable_resource_pool with critic.n_gpus_per_node x critic.nnodes (the reward model's and teacher's
+    keys): 2 x 2 = 4 critic workers, two per node, its batches planned over the 4, the placement per node."""
+    from hybridrl.config.placement import describe_placement, pool_sizes
+    from hybridrl.config.validate import critic_batch_plan
+
+    cfg = load_config(RLConfig, None, ["algorithm.adv_estimator=gae", "trainer.backend=ray", "trainer.n_gpus_per_node=1",
+                                       "trainer.nnodes=2", "critic.enable_resource_pool=true",
+                                       "critic.n_gpus_per_node=2", "critic.nnodes=2"])
+    validate_rl_config(cfg)
+    assert pool_sizes(cfg) == {"actor": 2, "critic": 4}
+    assert critic_batch_plan(cfg).world_size == 4
+    lines = describe_placement(cfg).splitlines()
+    start = lines.index("  critic pool: 4 worker(s), strategy ddp")
+    assert [line.split(":")[0] for line in lines[start + 1:start + 5]] == [
+        "    worker 0 (node 0)", "    worker 1 (node 0)", "    worker 2 (node 1)", "    worker 3 (node 1)"]
+    shorthand = load_config(RLConfig, None, ["algorithm.adv_estimator=gae", "trainer.backend=ray", "critic.n_workers=4"])
+    validate_rl_config(shorthand)
+    assert pool_sizes(shorthand)["critic"] == 4 and "worker 3 (node chosen by Ray)" in describe_placement(shorthand)
 
 
 @pytest.mark.parametrize("overrides, backend", [
