@@ -2,12 +2,12 @@
 docs/guide_claims.md) and the window means that take the training reward's sampling noise out."""
 
 import sys
+from pathlib import Path
 
 import pytest
 
-from conftest import REPO
-
-sys.path.insert(0, str(REPO / "bench"))
+# bench/ by this file's place: `conftest` may name a sub-folder's conftest here (tests/unit/serve/conftest.py)
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 from guide_claims import smooth, up_and_down  # noqa: E402
 
 
