@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 pytestmark = pytest.mark.slow
-from view_browser_helpers import ARTIFACTS, chrome, needs_browser, view_server, wait_for  # noqa: E402
+from view_browser_helpers import ARTIFACTS, chrome, needs_browser, view_server, wait_equal, wait_for  # noqa: E402
 
 webdriver = needs_browser()
 from selenium.webdriver.common.by import By  # noqa: E402
@@ -135,7 +135,7 @@ def test_the_viewer_in_a_browser(server, browser, runs):
     # a closed section's series arrive when it is opened (the first load sends the open sections' only)
     assert d.execute_script("return document.querySelector('.plot[data-metric=\"perf/throughput\"]')") is None
     d.find_element(By.CSS_SELECTOR, 'details.section[data-section="perf"] summary').click()
-    assert wait_for(d, "document.querySelector('.plot[data-metric=\"perf/throughput\"]')?.data?.length") == 2
+    assert wait_equal(d, "document.querySelector('.plot[data-metric=\"perf/throughput\"]')?.data?.length", 2) == 2
     d.find_element(By.ID, "log-y").click()
     assert wait_for(d, "document.querySelector('.plot[data-metric=\"actor/entropy\"]').layout.yaxis.type === 'log'")
     # hide a run, then a new line of the other one arrives while the page is open
@@ -155,7 +155,7 @@ def test_the_viewer_in_a_browser(server, browser, runs):
     rows = d.find_elements(By.CSS_SELECTOR, "tr.prompt-row")
     assert len(rows) == 8  # data.train_batch_size=8 prompts at step 3
     rows[0].click()
-    assert wait_for(d, "document.querySelectorAll('.step-col .sample').length") == 4
+    assert wait_equal(d, "document.querySelectorAll('.step-col .sample').length", 4) == 4
     assert wait_for(d, "document.querySelectorAll('.sample .tok').length") > 0
     coloured = d.execute_script("return [...document.querySelectorAll('.sample .tok')].filter(s => s.style.background)"
                                 ".length")
@@ -173,12 +173,13 @@ def test_the_viewer_in_a_browser(server, browser, runs):
     assert d.execute_script("return [...document.getElementById('other-step').options].map(o => o.value)") == offered
     # validation prompts repeat at every validation: the same prompt at two steps, side by side
     Select(d.find_element(By.ID, "gen-kind")).select_by_visible_text("validation")
-    assert wait_for(d, "document.getElementById('gen-step').options.length") == 4  # steps 0..3
+    assert wait_equal(d, "document.getElementById('gen-step').options.length", 4) == 4  # steps 0..3
     d.find_elements(By.CSS_SELECTOR, "tr.prompt-row")[0].click()
     wait_for(d, "document.querySelectorAll('.step-col .sample').length")
     assert other_steps(d, "validation:3:0") == ["", "0", "1", "2"]
     Select(d.find_element(By.ID, "other-step")).select_by_value("0")
-    assert wait_for(d, "[...document.querySelectorAll('.step-col')].map(c => c.dataset.step).join(',')") == "3,0"
+    columns = "[...document.querySelectorAll('.step-col')].map(c => c.dataset.step).join(',')"
+    assert wait_equal(d, columns, "3,0") == "3,0"
     texts = d.execute_script("return [...document.querySelectorAll('.step-col .prompt-text')].map(p => p.textContent)")
     assert texts[0] == texts[1]
     shot(d, "same-prompt-two-steps")
@@ -187,7 +188,7 @@ def test_the_viewer_in_a_browser(server, browser, runs):
     assert wait_for(d, "document.getElementById('prompt-count').textContent.includes('0 of')")
     d.find_element(By.ID, "f-q").clear()
     Select(d.find_element(By.ID, "gen-run")).select_by_visible_text("tools")
-    assert wait_for(d, "document.querySelectorAll('tr.prompt-row').length") == 4  # data.train_batch_size=4
+    assert wait_equal(d, "document.querySelectorAll('tr.prompt-row').length", 4) == 4  # data.train_batch_size=4
     dumped = [json.loads(line) for line in open(runs[1] / "rollouts" / "2.jsonl")]
     with_tool = next(i for i, r in enumerate(dumped) if "<tool_response>" in r["output"]) // 4  # n=4 rows a prompt
     d.find_elements(By.CSS_SELECTOR, "tr.prompt-row")[with_tool].click()

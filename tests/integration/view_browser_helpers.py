@@ -65,3 +65,22 @@ def wait_for(driver, js: str, timeout: float = 20):
     from selenium.webdriver.support.ui import WebDriverWait
 
     return WebDriverWait(driver, timeout, poll_frequency=0.2).until(lambda d: d.execute_script(f"return {js}"))
+
+
+def wait_equal(driver, js: str, expected, timeout: float = 20):
+    """The value of `js` once it equals `expected`, or its last value at the timeout (for the caller's assert to
+    show). A page renders in parts: the first truthy value (a list's first column) may not be the settled one."""
+    from selenium.common.exceptions import TimeoutException
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    seen = []
+
+    def settled(d):
+        seen[:] = [d.execute_script(f"return {js}")]
+        return seen[0] == expected
+
+    try:
+        WebDriverWait(driver, timeout, poll_frequency=0.2).until(settled)
+    except TimeoutException:
+        pass
+    return seen[0] if seen else None

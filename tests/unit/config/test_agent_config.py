@@ -81,7 +81,7 @@ def test_a_wrong_function_and_a_conflict_are_reported_together(agents_file):
 @pytest.mark.parametrize("overrides", [["actor_rollout_ref.rollout.name=vllm"], ["trainer.backend=ray"],
                                        ["trainer.backend=ray", "trainer.n_gpus_per_node=2",
                                         "actor_rollout_ref.rollout.name=vllm"]])
-def test_agents_run_on_either_engine_and_backend(agents_file, overrides):
+def test_agents_run_on_either_engine_and_backend(agents_file, overrides, vllm_installed):
     assert _errors(f"{KEY}.path={agents_file}", *overrides) == []
 
 

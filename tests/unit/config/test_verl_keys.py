@@ -5,7 +5,6 @@ did-you-mean never points into another section."""
 from __future__ import annotations
 
 import fnmatch
-import importlib.util
 import os
 import re
 import shlex
@@ -100,14 +99,6 @@ def test_eight_gpus_and_no_backend_pick_ray(name):
     assert cfg.trainer.backend == "auto"
     resolve_backend(cfg)
     assert cfg.trainer.backend == "ray"
-
-
-@pytest.fixture
-def vllm_installed(monkeypatch):
-    """Validation only asks whether vLLM is installed (rollout.name=vllm): these tests are about the keys, so they
-    run the same with and without it (`make test` installs no vLLM; CI's `make vllm` does)."""
-    real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda n, *a: object() if n == "vllm" else real(n, *a))
 
 
 @pytest.mark.parametrize("name,tp", [("reference", 2), ("run_qwen3-8b", 2), ("run_qwen2-7b", 2),
