@@ -42,8 +42,6 @@ def axis_of(entry: Entry) -> str:
 def end_of(row: TrialRow) -> str:
     """"finished", "stopped" (a scheduler stopped it early, or the sweep was cut: results.py says "stopped at
     step N") or "error" (its sampled config was refused)."""
-    if row.status.startswith("stopped"):
-        return "stopped"
     return row.status if row.status in ("finished", "error") else "stopped"
 
 
