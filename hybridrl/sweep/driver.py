@@ -22,12 +22,10 @@ from hybridrl.sweep.trial import TIME_ATTR, run_trial
 STEPS = "trainer.total_training_steps"
 
 
-def derive(spec: SweepSpec, log: Callable[[str], None],
-           machine: resources.Machine | None = None) -> tuple[resources.Concurrency, Any]:
-    """(concurrency, the base config checked by check_sweep). The concurrency comes from the largest need over the
-    swept values, one key at a time, the others at their first value: every value of a list, both ends of a range
-    (config/memory.py estimates each; an invalid value is left to its trial to report). `machine`: this one unless
-    given (a joined cluster: resources.cluster_machine)."""
+def derive(spec: SweepSpec, log: Callable[[str], None]) -> tuple[resources.Concurrency, Any, resources.TrialNeeds]:
+    """(concurrency on this machine, the base config checked by check_sweep, a trial's largest need). The need is
+    the largest over the swept values, one key at a time, the others at their first value: every value of a list,
+    both ends of a range (config/memory.py estimates each; an invalid value is left to its trial to report)."""
     cfg, plan = check_sweep(spec, log)
     needs = [resources.trial_needs(cfg, plan)]
     probe = {e.key: e.probe() for e in spec.space}
@@ -37,13 +35,19 @@ def derive(spec: SweepSpec, log: Callable[[str], None],
                 needs.append(resources.trial_needs(*load_trial_config(spec.base, {**probe, e.key: value})))
             except ConfigError:
                 continue
+    need = resources.largest_needs(needs)
+    return concurrency_on(spec, need, resources.this_machine()), cfg, need
+
+
+def concurrency_on(spec: SweepSpec, need: resources.TrialNeeds, machine: resources.Machine) -> resources.Concurrency:
+    """How many trials of `need` run at once on `machine` (this one, or a joined cluster: resources.cluster_machine);
+    a ConfigError when none fits."""
     trials = grid_size(spec.space) * spec.num_samples  # Tune's count: num_samples passes over the grid entries
-    got = resources.derive_concurrency(resources.largest_needs(needs), machine or resources.this_machine(), trials,
-                                       spec.max_concurrent)
+    got = resources.derive_concurrency(need, machine, trials, spec.max_concurrent)
     if got.trials < 1:
         raise ConfigError(f"no trial fits on this machine: {got.why}; lower the memory a trial needs (hybridrl plan "
                           "shows the estimate) or run on a larger machine")
-    return got, cfg
+    return got
 
 
 def most_steps(spec: SweepSpec, base_steps: int) -> int:
@@ -127,7 +131,7 @@ def run_sweep(spec: SweepSpec, must_resume: bool = False, log: Callable[[str], N
 
     folder = os.path.abspath(spec.output)
     resume = _resuming(spec, folder, must_resume)
-    got, cfg = derive(spec, log)
+    got, cfg, need = derive(spec, log)
     address = cfg.ray_kwargs.ray_init.address
     os.environ["TUNE_DISABLE_STRICT_METRIC_CHECKING"] = "1"  # validation metrics come every test_freq steps only
     os.environ["RAY_CHDIR_TO_TRIAL_DIR"] = "0"  # relative paths (data, configs) mean what they mean here
@@ -141,7 +145,7 @@ def run_sweep(spec: SweepSpec, must_resume: bool = False, log: Callable[[str], N
         machine = resources.this_machine()
         if address is not None:  # the trials go to every node: the cluster's cores bound them, not this machine's
             machine = resources.cluster_machine()
-            got, _ = derive(spec, lambda _: None, machine)
+            got = concurrency_on(spec, need, machine)
         log(f"concurrency: {got.why}")
         return _fit(spec, folder, cfg, got, machine, resume, log)
     finally:

@@ -91,5 +91,5 @@ def test_a_sweep_takes_the_memory_of_its_largest_swept_value():
                         "output": "unused"})
     sizes = {n: trial_needs(*load_trial_config(spec.base, {key: n})).memory_bytes for n in (8, 16, 64)}
     assert sizes[8] < sizes[64] and sizes[16] < sizes[64]  # the largest is not the first value, the base's probe
-    got, _ = derive(spec, log=lambda _: None)
+    got, *_ = derive(spec, log=lambda _: None)
     assert f"/ {fmt_bytes(sizes[64])} per trial (plan's estimate)" in got.why
