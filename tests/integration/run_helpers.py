@@ -56,3 +56,62 @@ def resume_equals_uninterrupted(args, tmp_path) -> None:
     assert summary.steps == 2 and any("resumed from step 2" in x for x in lines)
     assert metrics(tmp_path / "b") == metrics(tmp_path / "a")
 
+
+
+class Hold:
+    """Stops a run at a known point, so a test can kill or interrupt it there whatever the machine's load: a custom
+    reward function (the built-in scorers, unchanged) that, while `armed` exists, waits in its first call after a
+    file matching `watch` (a glob) reaches `at_least`, and writes `held` as it starts waiting. The file is a
+    checkpoint's latest_checkpointed_iteration.txt (its step) or a metrics.jsonl (its lines). `release()` lets the
+    run go on; an un-armed hold scores exactly as the built-in scorers do, so the uninterrupted run a test compares
+    with uses the same file. (Polling for the file and signalling then raced the run: a step here takes 0.1 s, and
+    on loaded cores a run had finished before the signal.)"""
+
+    def __init__(self, folder, watch: str, at_least: int):
+        folder.mkdir(parents=True, exist_ok=True)
+        self.path, self.armed, self.held = folder / "hold_reward.py", folder / "armed", folder / "held"
+        self.path.write_text(HOLD_REWARD.format(armed=str(self.armed), held=str(self.held), watch=str(watch),
+                                                at_least=at_least))
+
+    def overrides(self) -> dict:
+        return {"custom_reward_function.path": str(self.path), "custom_reward_function.name": "compute_score"}
+
+    def args(self) -> list[str]:
+        return [f"{k}={v}" for k, v in self.overrides().items()]
+
+    def wait(self, proc, timeout: float = 240) -> None:
+        """Until the run is held; fails with its output if it ends first."""
+        import time
+
+        deadline = time.monotonic() + timeout
+        while not self.held.exists():
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.05)
+
+    def arm(self) -> None:
+        self.armed.touch()
+
+    def release(self) -> None:
+        self.armed.unlink(missing_ok=True)
+
+
+HOLD_REWARD = '''import glob, os, time
+
+from hybridrl.rewards.scorers import SCORERS
+
+
+def _reached(path):
+    try:
+        with open(path) as f:
+            return len(f.readlines()) if path.endswith(".jsonl") else int(f.read() or 0)
+    except (OSError, ValueError):
+        return 0
+
+
+def compute_score(data_source, solution_str, ground_truth, extra_info=None):
+    if os.path.exists({armed!r}) and any(_reached(p) >= {at_least} for p in glob.glob({watch!r})):
+        open({held!r}, "w").close()
+        while os.path.exists({armed!r}):
+            time.sleep(0.05)
+    return SCORERS.get(data_source)(data_source, solution_str, ground_truth, extra_info)
+'''

@@ -17,7 +17,7 @@ import pytest
 
 from hybridrl.trainer import checkpoint
 
-from run_helpers import metrics, overrides  # tests/integration/run_helpers.py
+from run_helpers import Hold, metrics, overrides  # tests/integration/run_helpers.py
 
 psutil = pytest.importorskip("psutil")
 pytestmark = pytest.mark.slow
@@ -59,20 +59,25 @@ def ctrl_c(proc: subprocess.Popen, sig: int = signal.SIGINT) -> None:
 
 
 def test_ctrl_c_ends_after_the_step_with_a_checkpoint_and_resuming_equals_the_uninterrupted_run(arith_data, tmp_path):
+    """Ctrl-C comes in step 2, the run held in its scoring (run_helpers.Hold: once validation at step 0 and step 1
+    are logged); the run finishes step 2 and saves it."""
     straight, stopped = tmp_path / "straight", tmp_path / "stopped"
-    args = lambda d: overrides(arith_data, d, 6)  # noqa: E731  (saves at the last step only)
+    hold = Hold(tmp_path / "hold", str(stopped / "metrics.jsonl"), at_least=2)
+    args = lambda d: overrides(arith_data, d, 6, *hold.args())  # noqa: E731  (saves at the last step only)
     done = subprocess.run([sys.executable, "-m", "hybridrl", "train", *args(straight)], capture_output=True, text=True,
                           env=ENV, timeout=600)
     assert done.returncode == 0, done.stderr
 
+    hold.arm()
     proc = start("train", args(stopped))
-    wait_for_steps(proc, stopped / "metrics.jsonl", 2)  # validation at step 0, then step 1
+    hold.wait(proc)
     workers = descendants(proc.pid)  # the reward pool's processes
     ctrl_c(proc)
+    hold.release()
     out, err = proc.communicate(timeout=300)
     assert proc.returncode == 130, err
     step = int(err.split("interrupted at step ")[1].split(" ")[0])
-    assert 1 <= step < 6
+    assert step == 2
     assert (f"hybridrl train: interrupted at step {step} (SIGINT); checkpoint saved in {stopped}/global_step_{step} — "
             "run the same command to resume") in err
     assert "SIGINT received: finishing the current step, then saving a checkpoint" in err
@@ -244,14 +249,18 @@ def test_ctrl_c_with_the_vllm_engine_finishes_the_step_and_saves(arith_data, tmp
     (interrupt.engine_processes_apart), stay alive through the step and end with the run."""
     pytest.importorskip("vllm")
     run = tmp_path / "run"
+    hold = Hold(tmp_path / "hold", str(run / "metrics.jsonl"), at_least=2)  # held in step 2's scoring
+    hold.arm()
     proc = start("train", overrides(arith_data, run, 6, "actor_rollout_ref.rollout.name=vllm",
-                                    "actor_rollout_ref.rollout.cpu_kv_cache_gb=0.25"))
-    wait_for_steps(proc, run / "metrics.jsonl", 2, timeout=400)
+                                    "actor_rollout_ref.rollout.cpu_kv_cache_gb=0.25", *hold.args()))
+    hold.wait(proc, timeout=400)
     workers = descendants(proc.pid)
     ctrl_c(proc)
+    hold.release()
     out, err = proc.communicate(timeout=300)
     assert proc.returncode == 130 and "interrupted at step " in err, err[-3000:]
     step = int(err.split("interrupted at step ")[1].split(" ")[0])
+    assert step == 2
     assert f"checkpoint saved in {run}/global_step_{step}" in err
     ours = [line for line in (out + err).splitlines() if not line.startswith("(")]  # "(EngineCore pid=..)": vLLM's log
     assert not any("Traceback" in line for line in ours)

@@ -21,12 +21,13 @@ pytest.importorskip("ray.tune")
 
 from hybridrl.trainer.checkpoint import LATEST, latest_complete  # noqa: E402
 from netns_cluster import REPO, NetnsCluster, why_unavailable  # noqa: E402
+from run_helpers import Hold  # noqa: E402
 from test_ray import overrides, read_metrics  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
-STEPS = 8  # enough steps after the checkpoint the kill waits for that the kill lands mid-run
-KILL_AFTER = 2  # the checkpoint (global_step_2) whose arrival sets off the kill
+STEPS = 4
+KILL_AFTER = 2  # the run is held (run_helpers.Hold) right after saving global_step_2, and the node killed there
 TIMEOUT_S = 60  # trainer.worker_timeout_s of these runs
 
 
@@ -43,8 +44,15 @@ def two_nodes(tmp_path_factory):
         cluster.down()
 
 
-def train_args(cluster: NetnsCluster, arith_data, run_dir, *extra: str) -> list[str]:
-    return ["train", *overrides(arith_data, run_dir, "trainer.backend=ray", "trainer.nnodes=2",
+@pytest.fixture(scope="module")
+def hold(tmp_path_factory):
+    """Every run of this module scores with it (un-armed: the built-in scorers); the kill test arms it."""
+    runs = tmp_path_factory.getbasetemp() / "test_killing*" / LATEST
+    return Hold(tmp_path_factory.mktemp("hold"), str(runs), at_least=KILL_AFTER)
+
+
+def train_args(cluster: NetnsCluster, arith_data, run_dir, hold: Hold, *extra: str) -> list[str]:
+    return ["train", *overrides(arith_data, run_dir, *hold.args(), "trainer.backend=ray", "trainer.nnodes=2",
                                 "trainer.n_gpus_per_node=1", f"ray_kwargs.ray_init.address={cluster.address}",
                                 f"trainer.total_training_steps={STEPS}", f"trainer.test_freq={STEPS}",
                                 f"trainer.worker_timeout_s={TIMEOUT_S}", *extra)]
@@ -63,10 +71,10 @@ def finish(proc: subprocess.Popen, timeout: float = 240) -> str:
 
 
 @pytest.fixture(scope="module")
-def whole(two_nodes, arith_data, tmp_path_factory):
+def whole(two_nodes, arith_data, hold, tmp_path_factory):
     """The uninterrupted two-node run: (its output, its metrics)."""
     run_dir = tmp_path_factory.mktemp("whole")
-    out = finish(hybridrl_in_a(two_nodes, train_args(two_nodes, arith_data, run_dir)))
+    out = finish(hybridrl_in_a(two_nodes, train_args(two_nodes, arith_data, run_dir, hold)))
     return out, read_metrics(run_dir / "metrics.jsonl")
 
 
@@ -80,18 +88,19 @@ def test_one_worker_on_each_node_trains_over_gloo_across_the_namespaces(whole):
     assert max(r.get("actor/grad_norm", 0.0) for r in records) > 0  # an update happened
 
 
-def test_killing_the_worker_node_stops_the_run_and_a_rejoined_node_resumes_it(two_nodes, whole, arith_data, tmp_path):
-    """The kill comes right after global_step_2 is saved; the run must stop with the named error, not hang, and
-    well before the timeout (the surviving rank's collective fails as its peer's sockets close)."""
+def test_killing_the_worker_node_stops_the_run_and_a_rejoined_node_resumes_it(two_nodes, whole, hold, arith_data,
+                                                                              tmp_path):
+    """The kill comes right after global_step_2 is saved (the driver held in step 3's reward, the workers idle);
+    once the driver goes on, the run must stop with the named error, not hang, and well before the timeout (the
+    surviving rank's collective fails as its peer's sockets close)."""
     nodes_before = two_nodes.wait_for_nodes(2)
-    args = train_args(two_nodes, arith_data, tmp_path, "trainer.save_freq=1")
+    args = train_args(two_nodes, arith_data, tmp_path, hold, "trainer.save_freq=1")
+    hold.arm()
     proc = hybridrl_in_a(two_nodes, args)
     latest = tmp_path / LATEST
-    deadline = time.monotonic() + 180
-    while not (latest.is_file() and int(latest.read_text() or 0) >= KILL_AFTER):
-        assert proc.poll() is None and time.monotonic() < deadline, "the run ended before its checkpoint"
-        time.sleep(0.05)
+    hold.wait(proc)
     two_nodes.kill_node("b")
+    hold.release()
     killed = time.monotonic()
     out, _ = proc.communicate(timeout=TIMEOUT_S + 60)
     stopped_s = time.monotonic() - killed
@@ -101,7 +110,7 @@ def test_killing_the_worker_node_stops_the_run_and_a_rejoined_node_resumes_it(tw
                      out, re.M), out[-4000:]
     assert stopped_s < TIMEOUT_S
     saved = int(latest.read_text())
-    assert KILL_AFTER <= saved < STEPS, "the kill did not land mid-run"
+    assert saved == KILL_AFTER
     point = latest_complete(str(tmp_path))
     assert point is not None and point.step == saved  # the newest checkpoint is whole (manifest and sizes)
 

@@ -10,12 +10,11 @@ import re
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 import yaml
 
-from run_helpers import metrics  # tests/integration/run_helpers.py
+from run_helpers import Hold, metrics  # tests/integration/run_helpers.py
 
 pytest.importorskip("ray.tune")
 psutil = pytest.importorskip("psutil")
@@ -128,30 +127,32 @@ def checkpointed(run_dir) -> int:
 
 
 def test_a_sweep_killed_mid_way_resumes_without_redoing_finished_trials(arith_data, tmp_path):
-    """Two trials side by side: 1 step and 4 steps, a checkpoint every step. SIGKILL the sweep (its whole process
-    group, as a closed terminal would) once the short one finished and the long one saved step 2 or 3."""
-    sweep = write_sweep(tmp_path, base(arith_data, **{MINI: 8, "trainer.save_freq": 1}), {STEPS: {"grid": [1, 4]}})
+    """Two trials, 1 step and 4 steps, a checkpoint every step, one at a time in grid order. The long one is held
+    (run_helpers.Hold) at its first reward after saving step 2; then the sweep is SIGKILLed (its whole process
+    group, as a closed terminal would). Killing when the checkpoint appeared raced the run: on loaded cores the
+    long trial ran to its end first."""
+    hold = Hold(tmp_path / "hold", str(tmp_path / "out" / "*" / "latest_checkpointed_iteration.txt"), at_least=2)
+    settings = {MINI: 8, "trainer.save_freq": 1, **hold.overrides()}
+    sweep = write_sweep(tmp_path, base(arith_data, **settings), {STEPS: {"grid": [1, 4]}}, max_concurrent=1)
+    hold.arm()
     proc = hybridrl("sweep", sweep, start_new_session=True)
-    out_dir, deadline = tmp_path / "out", time.time() + 240
-    while True:
-        now = {t["sampled"][STEPS]: (d, t["status"]) for d, t in trials(out_dir).items()} if out_dir.exists() else {}
-        if len(now) == 2 and now[1][1] == "finished" and checkpointed(out_dir / now[4][0]) >= 2:
-            break
-        assert proc.poll() is None and time.time() < deadline, (now, proc.communicate()[0][-3000:])
-        time.sleep(0.05)
+    out_dir = tmp_path / "out"
+    hold.wait(proc)
+    now = {t["sampled"][STEPS]: (d, t["status"]) for d, t in trials(out_dir).items()}
     group = [proc.pid] + [p.pid for p in psutil.Process(proc.pid).children(recursive=True)]
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     psutil.wait_procs([p for p in map(_process, group) if p], timeout=30)
-    (short, _), (long, _) = now[1], now[4]
+    hold.release()
+    (short, short_status), (long, _) = now[1], now[4]
     cut = checkpointed(out_dir / long)
-    assert cut in (2, 3), "the long trial ended before the kill; the test needs it cut"
+    assert short_status == "finished" and cut == 2, (now, cut)
     kept = {name: (out_dir / short / name).read_bytes() for name in ("metrics.jsonl", "trial.json")}
 
     threads = int(re.search(r"each trial: (\d+) CPU core", proc.stdout.read())[1])
     resumed = hybridrl("sweep", sweep)
     # meanwhile, the cut trial's config run alone and whole (the trial resumes on one core, this run takes another)
-    (alone,) = plain_runs(arith_data, tmp_path, threads, [{MINI: 8, "trainer.save_freq": 1, STEPS: 4}])
+    (alone,) = plain_runs(arith_data, tmp_path, threads, [{**settings, STEPS: 4}])
     out = finish(resumed)
     assert f"resumed from step {cut} " in out and "resuming the sweep in" in out
     assert {name: (out_dir / short / name).read_bytes() for name in kept} == kept  # the finished trial untouched
