@@ -23,6 +23,7 @@ from hybridrl.sweep.space import Entry
 # how each kind of end is drawn, and its legend label
 MARKS = {"finished": {"marker": "o", "color": "C0", "label": "finished"},
          "stopped": {"marker": "v", "color": "C1", "label": "stopped early"},
+         "running": {"marker": ">", "color": "C2", "label": "still running"},
          "error": {"marker": "x", "color": "C3", "label": "failed (no metric; at the bottom)"}}
 JITTER = 0.08  # spacing of trials that share a category, so that each one shows
 

@@ -1,9 +1,10 @@
 """A sweep folder read back for `hybridrl compare SWEEP_DIR`: one row per trial, best first by the sweep's
 metric and mode, with the values the trial sampled.
 
-A trial's status comes from its trial.json (sweep/trial.py): "finished"; "error" with the config error; or
-"stopped" when its run ended before its last step (an early-stopping scheduler, or an interrupted sweep that
-has not been resumed yet).
+A trial's status comes from its trial.json (sweep/trial.py): "finished"; "error" with the config error;
+"running at step N" while a live run holds the trial's run lock (trainer/runlock.py); else "stopped at step N":
+its run ended before its last step (an early-stopping scheduler, or an interrupted sweep that has not been
+resumed yet).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any, Optional
 
 from hybridrl.errors import DataError
 from hybridrl.sweep.trial import TRIAL_FILE
+from hybridrl.trainer.runlock import holder
 
 SWEEP_FILE = "sweep.yaml"  # driver.py writes it; here too so that compare does not import Ray's side
 
@@ -66,7 +68,7 @@ def _trial(folder: str, metric: str, mode: str) -> TrialRow:
     best = (max if mode == "max" else min)(values) if values else None
     status = info["status"]
     if status == "running":
-        status = f"stopped at step {steps}"
+        status = f"{'running' if holder(folder) else 'stopped'} at step {steps}"
     return TrialRow(os.path.basename(folder), status, info["sampled"], best, series[-1][1] if series else None, steps,
                     info.get("error"))
 

@@ -40,9 +40,11 @@ def axis_of(entry: Entry) -> str:
 
 
 def end_of(row: TrialRow) -> str:
-    """"finished", "stopped" (a scheduler stopped it early, or the sweep was cut: results.py says "stopped at
-    step N") or "error" (its sampled config was refused)."""
-    return row.status if row.status in ("finished", "error") else "stopped"
+    """"finished", "running" (its run is live: results.py says "running at step N"), "stopped" (a scheduler
+    stopped it early, or the sweep was cut: "stopped at step N") or "error" (its sampled config was refused)."""
+    if row.status in ("finished", "error"):
+        return row.status
+    return "running" if row.status.startswith("running") else "stopped"
 
 
 def parse_filters(raw: Mapping[str, Any], entries: list[Entry]) -> dict[str, tuple[str, Any]]:

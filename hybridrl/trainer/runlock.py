@@ -73,6 +73,51 @@ class RunLock:
         self.release()
 
 
+def holder(folder: str) -> Optional[str]:
+    """Who holds `folder`'s run lock now ("PID n on host, since ...: command"), or None when no live run does.
+    For read-only commands (compare, view): it never takes the lock, so it cannot make a run that starts at the
+    same moment refuse. On Linux the kernel's own table (/proc/locks) says whether the file is locked; elsewhere
+    the PID written in the file is checked on this host (a lock of another host's run is not seen)."""
+    path = os.path.join(folder, LOCK_FILE)
+    try:
+        inode = os.stat(path).st_ino
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        text = _read(fd)
+    finally:
+        os.close(fd)
+    locked = _in_kernel_table(inode)
+    if locked is None:
+        locked = _pid_alive_here(text)
+    return text if locked else None
+
+
+def _in_kernel_table(inode: int) -> Optional[bool]:
+    """Whether a lock on this inode is listed in /proc/locks ("1: FLOCK ADVISORY WRITE pid maj:min:inode 0 EOF");
+    None where there is no such table. Only the inode is compared: overlay filesystems report another device."""
+    try:
+        with open("/proc/locks", encoding="ascii", errors="replace") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    return any(len(p) > 5 and p[5].rsplit(":", 1)[-1] == str(inode) for p in (line.split() for line in lines))
+
+
+def _pid_alive_here(text: str) -> bool:
+    parts = text.split()
+    if len(parts) < 4 or parts[0] != "PID" or not parts[1].isdigit() or parts[3].rstrip(",") != socket.gethostname():
+        return False
+    try:
+        os.kill(int(parts[1]), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, another user's
+        return True
+    return True
+
+
 def _read(fd: int) -> str:
     try:
         os.lseek(fd, 0, os.SEEK_SET)

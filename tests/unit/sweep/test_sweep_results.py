@@ -60,3 +60,19 @@ def test_the_cli_prints_the_table_and_refuses_keys(sweep_dir, capsys, tmp_path_f
     assert [t["trial"] for t in saved["trials"]] == ["t_00001", "t_00000", "t_00002", "t_00003"]
     assert main(["compare", str(sweep_dir), "--keys", "critic/score/mean"]) == 2
     assert "a sweep folder is compared alone" in capsys.readouterr().err
+
+
+def test_a_trial_whose_run_is_live_is_running_not_stopped(sweep_dir):
+    """A "running" trial.json is a live trial while a run holds its folder's lock (a sweep in progress), and a
+    stopped one once nothing does (a scheduler stopped it, or the sweep was killed)."""
+    from hybridrl.sweep.select import end_of
+    from hybridrl.trainer.runlock import RunLock
+
+    lock = RunLock(str(sweep_dir / "t_00002"))
+    try:
+        row = {r.trial: r for r in read_sweep(str(sweep_dir))[1]}["t_00002"]
+        assert (row.status, end_of(row)) == ("running at step 1", "running")
+    finally:
+        lock.release()
+    row = {r.trial: r for r in read_sweep(str(sweep_dir))[1]}["t_00002"]
+    assert (row.status, end_of(row)) == ("stopped at step 1", "stopped")
