@@ -33,6 +33,23 @@ def pool_sizes(cfg: RLConfig) -> dict[str, int]:
     return sizes
 
 
+# the config section whose n_gpus_per_node x nnodes lays out each pool
+LAYOUT_SECTION = {"actor": "trainer", "critic": "critic", "reward_model": "reward_model", "teacher": "distillation",
+                  "rollout": "rollout"}
+
+
+def per_node(cfg: RLConfig) -> dict[str, int]:
+    """Workers per node of each pool laid out by its section's n_gpus_per_node x nnodes: rank r runs on the pool's
+    node r // n (distributed/placement_group.spread_over_nodes makes it so). A critic pool given as
+    critic.n_workers is absent: Ray places it wherever CPUs (GPUs) are free."""
+    sizes = pool_sizes(cfg)
+    counts = {"actor": cfg.trainer.n_gpus_per_node, "reward_model": cfg.reward_model.n_gpus_per_node,
+              "teacher": cfg.distillation.n_gpus_per_node, "rollout": cfg.rollout.n_gpus_per_node}
+    if cfg.critic.enable_resource_pool:
+        counts["critic"] = cfg.critic.n_gpus_per_node
+    return {pool: counts[pool] for pool in sizes if pool in counts}
+
+
 def pool_roles(cfg: RLConfig) -> dict[str, tuple[str, ...]]:
     """The roles each pool's workers host."""
     sizes = pool_sizes(cfg)
@@ -64,17 +81,12 @@ def describe_placement(cfg: RLConfig) -> str:
     driver = "data, rewards" + (" (with the reward model)" if rm.enable and "reward_model" not in sizes else "")
     lines = [f"placement: backend=ray, {sum(sizes.values())} worker processes on {tr.device}; the driver keeps "
              f"{driver} and the loop"]
-    # workers per node: the pools are laid out by their n_gpus_per_node; Ray places a critic pool given as
-    # critic.n_workers wherever CPUs (GPUs) are free
-    per_node = {"actor": tr.n_gpus_per_node, "reward_model": rm.n_gpus_per_node,
-                "teacher": cfg.distillation.n_gpus_per_node, "rollout": cfg.rollout.n_gpus_per_node}
-    if cfg.critic.enable_resource_pool:
-        per_node["critic"] = cfg.critic.n_gpus_per_node
+    layout = per_node(cfg)
     what = {"actor": f"strategy {cfg.actor_rollout_ref.actor.strategy}", "critic": f"strategy {cfg.critic.strategy}",
             "reward_model": "inference only", "teacher": "inference only", "rollout": "generation only"}
     for pool, size in sizes.items():
         lines.append(f"  {pool} pool: {size} worker(s), {what[pool]}")
         for r in range(size):
-            node = f"node {r // per_node[pool]}" if pool in per_node else "node chosen by Ray"
+            node = f"node {r // layout[pool]}" if pool in layout else "node chosen by Ray"
             lines.append(f"    worker {r} ({node}): rank {r} of {', '.join(names[x] for x in roles[pool])}")
     return "\n".join(lines)
