@@ -49,6 +49,16 @@ def arith_data(tmp_path_factory) -> dict[str, str]:
     return write_dataset(str(tmp_path_factory.mktemp("arith")), train_size=300, val_size=40, seed=0)
 
 
+@pytest.fixture
+def default_data_cwd(arith_data, tmp_path, monkeypatch):
+    """A working folder where the default config's data paths (data/arithmetic/{train,val}.parquet) exist: the
+    fixture data, for code that checks the files before it runs (a sweep's check) in a clone without `make data`."""
+    (tmp_path / "data").mkdir()
+    os.symlink(os.path.dirname(arith_data["train"]), tmp_path / "data" / "arithmetic")
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
 def pytest_collection_modifyitems(config, items):
     """Tests marked `cuda` need a GPU: skipped, saying so, where torch sees none (`make gpu-check` runs them)."""
     if torch.cuda.is_available():

@@ -188,11 +188,13 @@ def type_name(tp: Any) -> str:
 def _load_yaml(path: str) -> DictConfig:
     import yaml
 
+    from hybridrl.config.yaml_load import safe_load
+
     if not os.path.isfile(path):
         raise ConfigError(f"--config {path}: {'a folder, not a file' if os.path.isdir(path) else 'no such file'}")
     try:
         with open(path, encoding="utf-8") as f:
-            loaded = yaml.safe_load(f)
+            loaded = safe_load(f)
         loaded = {} if loaded is None else loaded  # an empty file sets nothing
     except yaml.YAMLError as e:
         raise ConfigError(f"--config {path}: not valid YAML ({str(e).splitlines()[0]})") from None

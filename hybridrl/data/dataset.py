@@ -87,16 +87,24 @@ def _not_utf8(table: pa.Table, path: str, key: str, error: UnicodeDecodeError) -
     return DataError(f"{key}: {path} holds text that is not UTF-8 ({error.reason}); rewrite the file's text as UTF-8")
 
 
+def file_problem(path: str, key: str) -> Optional[str]:
+    """Why `path` cannot be read as a data file (a folder, or missing), naming `key`; None: it can be opened."""
+    if os.path.isdir(path):
+        return f"{key}: {path} is a folder; give a .parquet or .jsonl file"
+    if not os.path.isfile(path):
+        hint = " (create it with `hybridrl data arithmetic --output data/arithmetic`)" if "arithmetic" in path else ""
+        return f"{key}: file not found: {path}{hint}"
+    return None
+
+
 def read_rows(path: str, key: str, required: Optional[dict[str, str]] = None) -> list[dict]:
     """Rows of one .parquet or .jsonl file as dicts; `key` names the config key (or flag) in errors.
 
     `required` maps each needed column to the fix when no row has it (the wrong file, or a key
     to set); a row that lacks a value is a row error, reported by the caller."""
-    if os.path.isdir(path):
-        raise DataError(f"{key}: {path} is a folder; give a .parquet or .jsonl file")
-    if not os.path.isfile(path):
-        hint = " (create it with `hybridrl data arithmetic --output data/arithmetic`)" if "arithmetic" in path else ""
-        raise DataError(f"{key}: file not found: {path}{hint}")
+    problem = file_problem(path, key)
+    if problem:
+        raise DataError(problem)
     try:
         rows, columns = _read_jsonl(path, key) if path.endswith(".jsonl") else _read_parquet(path, key)
     except OSError as e:  # unreadable: permissions, an I/O error

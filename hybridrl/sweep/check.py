@@ -62,9 +62,25 @@ def _run_problems(spec: SweepSpec, cfg: RLConfig) -> list[str]:
                    "bind their threads to a node's cores by worker index (rollout/tp_layout.py), which trials running "
                    "side by side would share; sweep the synchronous schedule (rollout.n_gpus_per_node=0) or run "
                    "such configs one by one with hybridrl train")
+    out += _data_problems(spec, cfg)
     if tr.total_training_steps is None:
         out.append("base: trainer.total_training_steps is null; a sweep counts each trial's steps (the schedulers' "
                    "max_t, the last step's report), set it in base.overrides or sweep it in space")
+    return out
+
+
+def _data_problems(spec: SweepSpec, cfg: RLConfig) -> list[str]:
+    """The base's data files, checked before any trial starts (every trial would fail on a missing one, each only
+    after its start-up); a swept data key is its trials' own to check. Trials read paths from the sweep's folder
+    of launch (sweep/driver.py keeps Ray from moving them into trial folders)."""
+    from hybridrl.data.dataset import file_problem
+
+    swept = {e.key for e in spec.space}
+    out = []
+    for key in ("data.train_files", "data.val_files"):
+        if key not in swept:
+            files = getattr(cfg.data, key.split(".")[1]) or []
+            out += [f"base: {p}" for p in (file_problem(f, key) for f in files) if p]
     return out
 
 
@@ -81,4 +97,21 @@ def metric_warnings(metric: str, cfg: RLConfig) -> list[str]:
                        "trials never report it after step 0; set trainer.test_freq in base.overrides")
         if not cfg.data.val_files:
             out.append(f"metric={metric!r} is a validation metric and data.val_files is empty; give validation files")
+        out += _reward_name_warnings(metric, cfg.actor_rollout_ref.rollout.val_kwargs.n)
     return out
+
+
+def _reward_name_warnings(metric: str, n: int) -> list[str]:
+    """A `val-core/<data_source>/reward/<name>` that validation never logs: the names carry the sample count
+    (eval/metrics.group_metrics: mean@n and std@n, and for n > 1 best/worst/pass/maj@k for k = 1, 2, 4 ... n)."""
+    from hybridrl.eval.metrics import ks_up_to
+
+    parts = metric.split("/")
+    if len(parts) != 4 or parts[0] != "val-core" or parts[2] != "reward":
+        return []
+    names = [f"mean@{n}", f"std@{n}"] + ([f"{s}@{k}" for s in ("best", "worst", "pass", "maj") for k in ks_up_to(n)]
+                                         if n > 1 else [])
+    if parts[3] in names:
+        return []
+    return [f"metric={metric!r} is never logged: with actor_rollout_ref.rollout.val_kwargs.n={n}, validation logs "
+            f"val-core/{parts[1]}/reward/ {', '.join(names)}; did you mean val-core/{parts[1]}/reward/mean@{n}?"]

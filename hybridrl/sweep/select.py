@@ -41,7 +41,8 @@ def axis_of(entry: Entry) -> str:
 
 def end_of(row: TrialRow) -> str:
     """"finished", "running" (its run is live: results.py says "running at step N"), "stopped" (a scheduler
-    stopped it early, or the sweep was cut: "stopped at step N") or "error" (its sampled config was refused)."""
+    stopped it early, or the sweep was cut: "stopped at step N") or "error" (its sampled config was refused, or its
+    run stopped on an error)."""
     if row.status in ("finished", "error"):
         return row.status
     return "running" if row.status.startswith("running") else "stopped"

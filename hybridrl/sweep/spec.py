@@ -84,11 +84,13 @@ def _is_int(v: Any) -> bool:
 def read_yaml(path: str) -> Any:
     import yaml
 
+    from hybridrl.config.yaml_load import safe_load
+
     if not os.path.isfile(path):
         raise ConfigError(f"{path}: sweep file not found; give the path of a sweep YAML (docs/sweep.md)")
     try:
         with open(path, encoding="utf-8") as f:
-            return yaml.safe_load(f)
+            return safe_load(f)
     except yaml.YAMLError as e:
         raise ConfigError(f"{path}: not valid YAML ({e}); fix the file") from None
 

@@ -2,7 +2,7 @@
 path `hybridrl train` takes), reporting each logged step to Tune through a trainer callback.
 
 Beside the run's own files the folder holds `trial.json`: the sampled values, the trial's status ("running",
-"finished", or "error" with the config error), which `hybridrl compare SWEEP_DIR` reads, and the id of the Ray
+"finished", or "error" with the config error or the error its run stopped on), which `hybridrl compare SWEEP_DIR` reads, and the id of the Ray
 placement group Tune ran the trial in (with trainer.backend=ray its workers run there too: RayRoles checks it).
 A rerun of the same trial (a resumed sweep) resumes the run from its newest checkpoint (trainer.resume_mode=auto).
 """
@@ -13,7 +13,7 @@ import json
 import os
 from typing import Any, Mapping
 
-from hybridrl.errors import ConfigError
+from hybridrl.errors import ConfigError, HybridRLError
 from hybridrl.sweep.check import load_trial_config
 from hybridrl.sweep.spec import Base
 
@@ -23,6 +23,11 @@ TIME_ATTR = "step"  # what the schedulers count: hybridrl steps, not Tune's repo
 
 class TrialConfigError(ConfigError):
     """A trial's sampled config is invalid: the trial fails at once, the sweep goes on."""
+
+
+class TrialRunError(HybridRLError):
+    """A trial's run stopped on an error hybridrl names (a data file, a worker that died): recorded in trial.json
+    for `compare`, and the sweep goes on."""
 
 
 class TuneReport:
@@ -96,6 +101,10 @@ def run_trial(sampled: dict[str, Any], base: Base, output: str, threads: int) ->
 
     torch.set_num_threads(threads)
     report = TuneReport(cfg.trainer.total_training_steps)  # set: sweep/check.py requires it
-    launch(cfg, plan, callbacks=Callbacks([report]))
+    try:
+        launch(cfg, plan, callbacks=Callbacks([report]))
+    except HybridRLError as e:  # the error in the results, not only in Ray's error.txt (an interrupt is no error)
+        write_trial_file(run_dir, sampled, "error", str(e), **where)
+        raise TrialRunError(f"trial with {sampled}: {e}") from None
     write_trial_file(run_dir, sampled, "finished", **where)
     report.report_last()

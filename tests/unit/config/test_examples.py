@@ -62,12 +62,14 @@ SWEEPS = sorted(glob.glob(os.path.join(os.path.dirname(__file__), "../../../exam
 
 
 @pytest.mark.parametrize("path", SWEEPS, ids=os.path.basename)
-def test_sweep_example_passes_the_sweeps_own_check(path, monkeypatch):
-    """What `hybridrl sweep FILE` checks before Ray starts (from the repository root, where the files say to run)."""
+def test_sweep_example_passes_the_sweeps_own_check(path, default_data_cwd):
+    """What `hybridrl sweep FILE` checks before Ray starts, where data/arithmetic exists (the files say to run from
+    the repository root after `make data`; the check looks for the base's data files)."""
     from hybridrl.sweep.check import check_sweep
     from hybridrl.sweep.spec import load_sweep
 
-    monkeypatch.chdir(os.path.join(os.path.dirname(__file__), "../../.."))
+    os.symlink(os.path.abspath(os.path.join(os.path.dirname(__file__), "../../../examples")),
+               default_data_cwd / "examples")  # a base.config is given from the repository root
     warnings = []
     check_sweep(load_sweep(os.path.abspath(path)), log=warnings.append)
     assert warnings == []

@@ -6,6 +6,8 @@ from hybridrl.errors import ConfigErrors
 from hybridrl.sweep.check import check_sweep, metric_warnings
 from hybridrl.sweep.spec import parse_sweep
 
+pytestmark = pytest.mark.usefixtures("default_data_cwd")  # check_sweep looks for the base's data files
+
 K, S = "trainer.test_freq", "space.trainer.test_freq"  # a key whose entries the tests get wrong
 GOOD = {"space": {"actor_rollout_ref.actor.optim.lr": {"grid": [1e-6, 3e-6]}},
         "metric": "val-core/arithmetic/reward/mean@1", "mode": "max", "output": "sweeps/x"}
@@ -154,3 +156,40 @@ def test_a_base_without_a_step_count_is_refused():
     spec = parse_sweep({**GOOD, "base": {"overrides": {"trainer.total_training_steps": None}}})
     with pytest.raises(ConfigErrors, match="trainer.total_training_steps is null; a sweep counts each trial's steps"):
         check_sweep(spec)
+
+
+def test_missing_base_data_is_refused_before_any_trial_and_a_swept_data_key_is_left_to_its_trials(tmp_path):
+    """Every trial would fail on it, each after its own start-up (a sweep file run where `make data` was not)."""
+    missing = str(tmp_path / "nowhere" / "val.parquet")
+    spec = parse_sweep({**GOOD, "base": {"overrides": {"data.val_files": [missing]}}})
+    with pytest.raises(ConfigErrors) as e:
+        check_sweep(spec)
+    assert e.value.messages == [f"base: data.val_files: file not found: {missing}"]
+    (tmp_path / "data" / "arithmetic").unlink()  # the default train file too, with the arithmetic hint
+    with pytest.raises(ConfigErrors) as e:
+        check_sweep(spec)
+    assert e.value.messages[0] == ("base: data.train_files: file not found: data/arithmetic/train.parquet (create it "
+                                   "with `hybridrl data arithmetic --output data/arithmetic`)")
+    swept = parse_sweep({**GOOD, "space": {"data.val_files": {"choice": [[missing]]}},
+                         "base": {"overrides": {"data.train_files": [str(tmp_path / "t.parquet")]}}})
+    with pytest.raises(ConfigErrors) as e:
+        check_sweep(swept)
+    assert [m.split(":")[0] for m in e.value.messages] == ["base"] and "data.train_files" in e.value.messages[0]
+
+
+def test_a_validation_reward_name_that_is_never_logged_is_warned_about_with_the_names_that_are():
+    spec = parse_sweep({**GOOD, "metric": "val-core/arithmetic/reward/mean"})  # the sample count left out
+    lines = []
+    cfg, _ = check_sweep(spec, log=lines.append)
+    assert lines == ["warning: metric='val-core/arithmetic/reward/mean' is never logged: with "
+                     "actor_rollout_ref.rollout.val_kwargs.n=1, validation logs val-core/arithmetic/reward/ mean@1, "
+                     "std@1; did you mean val-core/arithmetic/reward/mean@1?"]
+    four = check_sweep(parse_sweep({**GOOD, "base": {"overrides": {"actor_rollout_ref.rollout.val_kwargs.n": 4,
+                                                                   "actor_rollout_ref.rollout.val_kwargs.do_sample": True,
+                                                                   "actor_rollout_ref.rollout.val_kwargs.temperature": 1.0}},
+                                    "metric": "val-core/arithmetic/reward/pass@4"}), log=lines.append)[0]
+    assert len(lines) == 1  # pass@4 is logged with 4 samples
+    assert metric_warnings("val-core/arithmetic/reward/pass@3", four)[0].endswith(
+        "validation logs val-core/arithmetic/reward/ mean@4, std@4, best@1, best@2, best@4, worst@1, worst@2, worst@4, "
+        "pass@1, pass@2, pass@4, maj@1, maj@2, maj@4; did you mean val-core/arithmetic/reward/mean@4?")
+    assert metric_warnings("val-core/my_extra", four) == []  # a callback's own val-core name: not the reward's
