@@ -39,11 +39,10 @@ from hybridrl.config.levers import (
     log_prob_batching,
     ref_batching,
 )
-from hybridrl.config.placement import LAYOUT_SECTION, per_node, pool_roles, pool_sizes
+from hybridrl.config.placement import pool_roles, pool_sizes
 from hybridrl.config.schema import RLConfig
 from hybridrl.config.validate import critic_batch_plan, needs_critic, needs_reference, needs_teacher
-from hybridrl.distributed.placement_group import (bundle_options, check_same_group, driver_placement_group,
-                                                  spread_over_nodes, worker_cpus)
+from hybridrl.distributed.placement_group import PoolPlacement, check_same_group, driver_placement_group, worker_cpus
 from hybridrl.distributed.rollout_group import RolloutGroup, rollout_pool_worker
 from hybridrl.distributed.worker import RoleWorker
 from hybridrl.errors import ConfigError, HybridRLError
@@ -109,18 +108,15 @@ class WorkerPool:
         import ray
 
         self.name, self.roles, self.world = name, roles, world
-        self.group = None  # the pool's own placement group over several nodes (placement_group.spread_over_nodes)
         self.timeout_s = cfg.trainer.worker_timeout_s
         self.silent: set[int] = set()  # ranks that answered nothing past a deadline: close() does not wait on them
         self.failed = False  # a call failed or timed out: close() waits FAILED_CLOSE_WAIT_S, not CLOSE_WAIT_S
         gpus = 1 if cfg.trainer.device == "cuda" else 0
-        n = per_node(cfg).get(name)
-        if n is not None:
-            self.group = spread_over_nodes(name, world, n, gpus, LAYOUT_SECTION[name], self.timeout_s)
+        self.layout = PoolPlacement(cfg, name, world, gpus)  # over several nodes: a bundle per node
         # max_concurrency >= 2: stacks() answers beside a stuck call (the rollout pool queues more calls)
         remote = ray.remote(worker_cls)
         self.actors = [remote.options(num_cpus=1, num_gpus=gpus, max_concurrency=concurrency,
-                                      **bundle_options(self.group, rank, n or 1))
+                                      **self.layout.options(rank))
                        .remote(cfg, plan, total_steps, rank, world, threads, roles) for rank in range(world)]
         self.logs = [worker_log(cfg.trainer.default_local_dir, name, rank) for rank in range(world)]
         try:
@@ -266,12 +262,7 @@ class WorkerPool:
         for actor in healthy:
             ray.kill(actor)
         self.actors = []
-        if self.group is not None:
-            from ray.util.placement_group import remove_placement_group
-
-            with contextlib.suppress(Exception):  # the cluster may be gone with a node already
-                remove_placement_group(self.group)
-            self.group = None
+        self.layout.remove()
 
 
 class RayRoles:
@@ -309,7 +300,7 @@ class RayRoles:
                                               concurrency, taken)
             self.placement_group = driver_placement_group()
             for name, p in self.pools.items():  # a pool over several nodes is in its own group, inside none
-                check_same_group(p.group.id.hex() if p.group else self.placement_group, {name: p.placement_groups})
+                check_same_group(p.layout.expected(self.placement_group), {name: p.placement_groups})
         except BaseException:  # no worker outlives a failed start
             self.close()
             raise

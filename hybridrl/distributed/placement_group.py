@@ -15,8 +15,11 @@ cluster's, to count their torch threads from. The trial's group holds the worker
 
 from __future__ import annotations
 
+import contextlib
 from typing import Mapping, Optional, Sequence
 
+from hybridrl.config.placement import LAYOUT_SECTION, per_node
+from hybridrl.config.schema import RLConfig
 from hybridrl.errors import ConfigError, HybridRLError
 
 
@@ -51,6 +54,39 @@ def check_same_group(driver: Optional[str], workers: Mapping[str, Sequence[Optio
                             "(report this: the Ray version may schedule child actors differently)")
 
 
+class PoolPlacement:
+    """Where one pool's ranks go: each into its node's bundle of the pool's own group (spread_over_nodes), or, with
+    no group, wherever Ray (or a sweep trial's group) puts them."""
+
+    def __init__(self, cfg: RLConfig, pool: str, world: int, gpus: int):
+        n = per_node(cfg).get(pool)
+        self.per_node = n or 1
+        self.group = None if n is None else spread_over_nodes(pool, world, n, gpus, LAYOUT_SECTION[pool],
+                                                              cfg.trainer.worker_timeout_s)
+
+    def options(self, rank: int) -> dict:
+        """Ray actor options that put `rank` into its node's bundle (none without a group)."""
+        if self.group is None:
+            return {}
+        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+        return {"scheduling_strategy": PlacementGroupSchedulingStrategy(
+            self.group, placement_group_bundle_index=rank // self.per_node)}
+
+    def expected(self, driver: Optional[str]) -> Optional[str]:
+        """The placement group id every rank must report: the pool's own, else the driver's (None: none)."""
+        return self.group.id.hex() if self.group is not None else driver
+
+    def remove(self) -> None:
+        """Gives the nodes' reserved CPUs (GPUs) back; the cluster may be gone with a node already."""
+        if self.group is not None:
+            from ray.util.placement_group import remove_placement_group
+
+            with contextlib.suppress(Exception):  # a lost node or a shut-down cluster: nothing left to give back
+                remove_placement_group(self.group)
+            self.group = None
+
+
 def spread_over_nodes(pool: str, size: int, per_node: int, gpus: int, section: str, wait_s: float):
     """The placement group that puts `pool`'s ranks on size // per_node different nodes (bundle i: node i's
     per_node workers, each 1 CPU and `gpus` GPU), or None where there is nothing to spread: one node in the
@@ -82,15 +118,6 @@ def spread_over_nodes(pool: str, size: int, per_node: int, gpus: int, section: s
                           f"could not reserve them within {wait_s:.0f} s (trainer.worker_timeout_s): other jobs hold "
                           f"them ({_per_node(alive)}); wait for them, or lower {section}.nnodes")
     return group
-
-
-def bundle_options(group, rank: int, per_node: int) -> dict:
-    """Ray actor options that put `rank` into its node's bundle of `group` (none without a group)."""
-    if group is None:
-        return {}
-    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
-
-    return {"scheduling_strategy": PlacementGroupSchedulingStrategy(group, placement_group_bundle_index=rank // per_node)}
 
 
 def _per_node(resources: list[dict]) -> str:
