@@ -1,10 +1,10 @@
 """A sweep folder read back for `hybridrl compare SWEEP_DIR`: one row per trial, best first by the sweep's
 metric and mode, with the values the trial sampled.
 
-A trial's status comes from its trial.json (sweep/trial.py): "finished"; "error" with the config error (or the error its run stopped on);
-"running at step N" while a live run holds the trial's run lock (trainer/runlock.py); else "stopped at step N":
-its run ended before its last step (an early-stopping scheduler, or an interrupted sweep that has not been
-resumed yet).
+A trial's status comes from its trial.json (sweep/trial.py): "finished"; "error" with the config error (or the
+error its run stopped on); "running at step N" while a live run holds the trial's run lock (trainer/runlock.py);
+else "stopped at step N": its run ended before its last step (an early-stopping scheduler, or an interrupted
+sweep that has not been resumed yet).
 """
 
 from __future__ import annotations
