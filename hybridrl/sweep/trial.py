@@ -2,8 +2,9 @@
 path `hybridrl train` takes), reporting each logged step to Tune through a trainer callback.
 
 Beside the run's own files the folder holds `trial.json`: the sampled values, the trial's status ("running",
-"finished", or "error" with the config error or the error its run stopped on), which `hybridrl compare SWEEP_DIR` reads, and the id of the Ray
-placement group Tune ran the trial in (with trainer.backend=ray its workers run there too: RayRoles checks it).
+"finished", or "error" with the config error or the error its run stopped on), which `hybridrl compare
+SWEEP_DIR` reads, and the id of the Ray placement group Tune ran the trial in (with trainer.backend=ray its
+workers run there too: RayRoles checks it).
 A rerun of the same trial (a resumed sweep) resumes the run from its newest checkpoint (trainer.resume_mode=auto).
 """
 

@@ -184,9 +184,9 @@ def test_a_validation_reward_name_that_is_never_logged_is_warned_about_with_the_
     assert lines == ["warning: metric='val-core/arithmetic/reward/mean' is never logged: with "
                      "actor_rollout_ref.rollout.val_kwargs.n=1, validation logs val-core/arithmetic/reward/ mean@1, "
                      "std@1; did you mean val-core/arithmetic/reward/mean@1?"]
-    four = check_sweep(parse_sweep({**GOOD, "base": {"overrides": {"actor_rollout_ref.rollout.val_kwargs.n": 4,
-                                                                   "actor_rollout_ref.rollout.val_kwargs.do_sample": True,
-                                                                   "actor_rollout_ref.rollout.val_kwargs.temperature": 1.0}},
+    sampled = {f"actor_rollout_ref.rollout.val_kwargs.{k}": v for k, v in (("n", 4), ("do_sample", True),
+                                                                            ("temperature", 1.0))}
+    four = check_sweep(parse_sweep({**GOOD, "base": {"overrides": sampled},
                                     "metric": "val-core/arithmetic/reward/pass@4"}), log=lines.append)[0]
     assert len(lines) == 1  # pass@4 is logged with 4 samples
     assert metric_warnings("val-core/arithmetic/reward/pass@3", four)[0].endswith(
