@@ -2,9 +2,9 @@
 
 Over several nodes (spread_over_nodes): a pool laid out as n_gpus_per_node x nnodes gets one STRICT_SPREAD
 placement group, one bundle per node holding that node's workers, and rank r goes into bundle r // n_gpus_per_node.
-So the layout `plan` prints ("worker r (node i)") is where the workers run: left to itself, Ray put the two
-workers of trainer.nnodes=2 on one node whenever that node had the CPUs (verl pins its pools to nodes the same
-way, with a placement group per resource pool).
+So the layout `plan` prints ("worker r (node i)") is where the workers run: left to itself, Ray alternated the
+ranks of 2 x 2 between the nodes (0 and 2 on one; tests/integration/test_ray_placement.py), and it may pack a
+pool onto one node that has the CPUs (verl pins its pools to nodes the same way, a placement group per pool).
 
 Inside a sweep trial with trainer.backend=ray (sweep/resources.trial_bundles gives its bundles: the driver's first,
 then one per worker): Tune starts the trial's driver in bundle 0 with placement_group_capture_child_tasks, so the

@@ -114,7 +114,7 @@ def _pid_alive_here(text: str) -> bool:
     except ProcessLookupError:
         return False
     except PermissionError:  # alive, another user's
-        return True
+        pass
     return True
 
 
