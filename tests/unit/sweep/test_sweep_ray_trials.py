@@ -61,7 +61,7 @@ def test_workers_outside_the_drivers_placement_group_are_an_error_naming_them():
         check_same_group("pg1", {"actor": ["pg1", "pg1"], "critic": [None]})
 
 
-def test_a_ray_base_is_accepted_and_an_async_one_refused():
+def test_a_ray_base_is_accepted_and_an_async_one_refused(default_data_cwd):  # the base's data files exist
     space = {"space": {"actor_rollout_ref.actor.optim.lr": {"grid": [1e-6, 3e-6]}}, "metric": "critic/score/mean",
              "mode": "max", "output": "unused"}
     cfg, _ = check_sweep(parse_sweep({**space, "base": {"overrides": {"trainer.backend": "ray"}}}), log=lambda _: None)

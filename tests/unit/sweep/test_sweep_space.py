@@ -79,7 +79,7 @@ def test_the_sweep_files_max_concurrent_caps_the_derived_bound():
     assert got.threads(Machine(8, 0, 16 * GIB)) == 2  # 8 cores // 3 trials
 
 
-def test_a_sweep_takes_the_memory_of_its_largest_swept_value():
+def test_a_sweep_takes_the_memory_of_its_largest_swept_value(default_data_cwd):  # the base's data files exist
     from hybridrl.config.memory import fmt_bytes
     from hybridrl.sweep.check import load_trial_config
     from hybridrl.sweep.driver import derive
