@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import os
 import re
 import typing
 from dataclasses import dataclass
@@ -186,23 +185,10 @@ def type_name(tp: Any) -> str:
 
 
 def _load_yaml(path: str) -> DictConfig:
-    import yaml
+    from hybridrl.config.yaml_load import load_file
 
-    from hybridrl.config.yaml_load import safe_load
-
-    if not os.path.isfile(path):
-        raise ConfigError(f"--config {path}: {'a folder, not a file' if os.path.isdir(path) else 'no such file'}")
-    try:
-        with open(path, encoding="utf-8") as f:
-            loaded = safe_load(f)
-        loaded = {} if loaded is None else loaded  # an empty file sets nothing
-    except yaml.YAMLError as e:
-        raise ConfigError(f"--config {path}: not valid YAML ({str(e).splitlines()[0]})") from None
-    except UnicodeDecodeError as e:
-        raise ConfigError(f"--config {path}: not UTF-8 text (byte {e.object[e.start]:#04x} at offset {e.start}); "
-                          "save the file as UTF-8") from None
-    except OSError as e:
-        raise ConfigError(f"--config {path}: cannot read it ({e.strerror or e})") from None
+    loaded = load_file(path, f"--config {path}")
+    loaded = {} if loaded is None else loaded  # an empty file sets nothing
     if not isinstance(loaded, dict):
         raise ConfigError(f"--config {path}: expected a mapping of keys at the top level, got {type(loaded).__name__}")
     try:

@@ -82,17 +82,10 @@ def _is_int(v: Any) -> bool:
 
 
 def read_yaml(path: str) -> Any:
-    import yaml
+    from hybridrl.config.yaml_load import load_file
 
-    from hybridrl.config.yaml_load import safe_load
-
-    if not os.path.isfile(path):
-        raise ConfigError(f"{path}: sweep file not found; give the path of a sweep YAML (docs/sweep.md)")
-    try:
-        with open(path, encoding="utf-8") as f:
-            return safe_load(f)
-    except yaml.YAMLError as e:
-        raise ConfigError(f"{path}: not valid YAML ({e}); fix the file") from None
+    return load_file(path, path, "give the sweep's YAML file (docs/sweep.md); the same command with the same file "
+                     "resumes a sweep, and `hybridrl compare SWEEP_DIR` lists a sweep folder's trials")
 
 
 def load_sweep(path: str) -> SweepSpec:

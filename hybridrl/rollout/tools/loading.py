@@ -42,18 +42,16 @@ def _resolve_class(class_name: str) -> type:
 
 def load_tools(path: str) -> dict[str, Tool]:
     """The tools of a tool config file, by function name."""
-    import yaml
     from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
 
+    from hybridrl.config.yaml_load import load_file
+
     if not Path(path).is_file():
         raise ConfigError(f"actor_rollout_ref.rollout.multi_turn.tool_config_path={path!r}: no such file")
+    loaded = load_file(path, path)  # YAML, UTF-8 and read errors in one line, as for --config
     try:
-        spec = OmegaConf.to_container(OmegaConf.load(path), resolve=True)
-    except yaml.YAMLError as e:  # the parser's message spans lines; the CLI prints one
-        raise ConfigError(f"{path}: not valid YAML ({' '.join(str(e).split())})") from None
-    except UnicodeDecodeError as e:
-        raise ConfigError(f"{path}: not UTF-8 text (byte {e.object[e.start]:#04x} at offset {e.start})") from None
+        spec = OmegaConf.to_container(OmegaConf.create(loaded), resolve=True) if isinstance(loaded, dict) else None
     except OmegaConfBaseException as e:  # e.g. a ${...} that cannot be resolved
         raise ConfigError(f"{path}: {str(e.msg).splitlines()[0]}") from None
     entries = spec.get("tools") if isinstance(spec, dict) else None

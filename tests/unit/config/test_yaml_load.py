@@ -47,3 +47,30 @@ def test_a_sweep_range_and_a_config_file_written_with_1e_5(tmp_path):
     config = tmp_path / "run.yaml"
     config.write_text("actor_rollout_ref:\n  actor:\n    optim:\n      lr: 3e-6\n")
     assert load_config(RLConfig, str(config), []).actor_rollout_ref.actor.optim.lr == 3e-6
+
+
+@pytest.mark.parametrize("make, says", [
+    (lambda d: d, "a folder, not a file"),
+    (lambda d: d / "missing.yaml", "no such file"),
+    (lambda d: _write(d / "bad.yaml", b"space: {a: [1,\n"), "not valid YAML (while parsing a flow node"),
+    (lambda d: _write(d / "latin1.yaml", b"metric: caf\xe9\n"), "not UTF-8 text (byte 0xe9 at offset 11)"),
+    (lambda d: _write(d / "binary.yaml", b"\x7fELF\x02\x01\x01\x00\xf0\x9f"), "not UTF-8 text (byte 0xf0 at offset 8)"),
+])
+def test_a_file_that_cannot_be_read_is_one_line_for_a_config_and_a_sweep_file(tmp_path, make, says):
+    from hybridrl.config.loader import load_config
+    from hybridrl.config.schema import RLConfig
+    from hybridrl.errors import ConfigError
+    from hybridrl.sweep.spec import load_sweep
+
+    path = str(make(tmp_path))
+    with pytest.raises(ConfigError) as config_error:
+        load_config(RLConfig, path, [])
+    with pytest.raises(ConfigError) as sweep_error:
+        load_sweep(path)  # a traceback before (UnicodeDecodeError), and a folder was 'not found'
+    for e, label in ((config_error, f"--config {path}"), (sweep_error, path)):
+        assert str(e.value).startswith(f"{label}: {says}") and "\n" not in str(e.value)
+
+
+def _write(path, data: bytes):
+    path.write_bytes(data)
+    return path
