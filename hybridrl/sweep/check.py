@@ -1,7 +1,7 @@
 """A sweep checked against the config schema, with the validation `hybridrl train` uses
 (config/validate.load_rl_config), before any trial runs: the base config must be valid and what the sweep
-relies on must hold (metrics.jsonl, a step count, no rollout pool in a Ray-backend trial). The swept keys were checked with the
-file (sweep/keys.py).
+relies on must hold (metrics.jsonl, a step count, no rollout pool in a Ray-backend trial, its data files, a
+folder it can write). The swept keys were checked with the file (sweep/keys.py).
 
 A swept *value* is not judged here: a trial whose sampled config is invalid fails alone, with its error in the
 results (sweep/trial.py), as the issue asks.
@@ -9,6 +9,7 @@ results (sweep/trial.py), as the issue asks.
 
 from __future__ import annotations
 
+import os
 import re
 from typing import Any, Optional
 
@@ -62,7 +63,7 @@ def _run_problems(spec: SweepSpec, cfg: RLConfig) -> list[str]:
                    "bind their threads to a node's cores by worker index (rollout/tp_layout.py), which trials running "
                    "side by side would share; sweep the synchronous schedule (rollout.n_gpus_per_node=0) or run "
                    "such configs one by one with hybridrl train")
-    out += _data_problems(spec, cfg)
+    out += _data_problems(spec, cfg) + output_problems(spec.output)
     if tr.total_training_steps is None:
         out.append("base: trainer.total_training_steps is null; a sweep counts each trial's steps (the schedulers' "
                    "max_t, the last step's report), set it in base.overrides or sweep it in space")
@@ -82,6 +83,29 @@ def _data_problems(spec: SweepSpec, cfg: RLConfig) -> list[str]:
             files = getattr(cfg.data, key.split(".")[1]) or []
             out += [f"base: {p}" for p in (file_problem(f, key) for f in files) if p]
     return out
+
+
+def output_problems(output: str) -> list[str]:
+    """Why the sweep folder `output` cannot hold this sweep: a file, a folder of other things (the trials' folders
+    would mix with them; a sweep's own folder has sweep.yaml), or a place where no folder can be made."""
+    from hybridrl.sweep.results import SWEEP_FILE
+
+    if os.path.isdir(output):
+        if os.listdir(output) and not os.path.isfile(os.path.join(output, SWEEP_FILE)):
+            return [f"output={output!r}: a folder that holds other files, not a sweep's (no {SWEEP_FILE}); give a new "
+                    "or empty folder"]
+        return [] if os.access(output, os.W_OK | os.X_OK) else [f"output={output!r}: not writable; give a folder "
+                                                                 "you can write to"]
+    if os.path.lexists(output):
+        return [f"output={output!r}: a file, not a folder; give the sweep a folder (made if missing)"]
+    parent = os.path.dirname(os.path.abspath(output))
+    while not os.path.lexists(parent):
+        parent = os.path.dirname(parent)
+    if not os.path.isdir(parent):
+        return [f"output={output!r}: {parent} is a file, so no folder can be made there; give another path"]
+    if not os.access(parent, os.W_OK | os.X_OK):
+        return [f"output={output!r}: cannot make it, {parent} is not writable; give a folder you can write to"]
+    return []
 
 
 def metric_warnings(metric: str, cfg: RLConfig) -> list[str]:

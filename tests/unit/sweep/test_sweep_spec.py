@@ -177,6 +177,25 @@ def test_missing_base_data_is_refused_before_any_trial_and_a_swept_data_key_is_l
     assert [m.split(":")[0] for m in e.value.messages] == ["base"] and "data.train_files" in e.value.messages[0]
 
 
+def test_an_output_that_cannot_hold_the_sweep_is_refused_before_any_trial(tmp_path):
+    """A file, a folder of other things, a path under a file: each refused naming `output` (it was a
+    FileExistsError traceback once Ray had started); a new folder, an empty one and a sweep's own folder pass."""
+    (tmp_path / "a_file").write_text("x")
+    (tmp_path / "a_run").mkdir()
+    (tmp_path / "a_run" / "metrics.jsonl").write_text("{}\n")
+    (tmp_path / "a_sweep").mkdir()
+    (tmp_path / "a_sweep" / "sweep.yaml").write_text("{}\n")
+    (tmp_path / "empty").mkdir()
+    refused = {"a_file": "a file, not a folder", "a_run": "a folder that holds other files, not a sweep's",
+               "a_file/sub": f"{tmp_path / 'a_file'} is a file, so no folder can be made there"}
+    for output, says in refused.items():
+        with pytest.raises(ConfigErrors) as e:
+            check_sweep(parse_sweep({**GOOD, "output": str(tmp_path / output)}), log=lambda _: None)
+        assert e.value.messages == [f"output={str(tmp_path / output)!r}: {says}" + e.value.messages[0].split(says)[1]]
+    for output in ("new/deeper", "empty", "a_sweep"):
+        check_sweep(parse_sweep({**GOOD, "output": str(tmp_path / output)}), log=lambda _: None)
+
+
 def test_a_validation_reward_name_that_is_never_logged_is_warned_about_with_the_names_that_are():
     spec = parse_sweep({**GOOD, "metric": "val-core/arithmetic/reward/mean"})  # the sample count left out
     lines = []
