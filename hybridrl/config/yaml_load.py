@@ -8,6 +8,7 @@ them as numbers; so does this loader. Everything else is PyYAML's safe loader un
 
 from __future__ import annotations
 
+import io
 import os
 import re
 from typing import IO, Any, Union
@@ -40,7 +41,8 @@ def load_file(path: str, label: str, fix: str = "") -> Any:
         raise ConfigError(f"{label}: {what}" + (f"; {fix}" if fix else ""))
     try:
         with open(path, "rb") as f:
-            text = f.read().decode("utf-8")  # whole: the error's offset is the file's, not a chunk's
+            text = io.StringIO(f.read().decode("utf-8"))  # whole: the error's offset is the file's, not a chunk's
+        text.name = path  # what a YAML error's position names
         return safe_load(text)
     except yaml.YAMLError as e:  # the parser's message spans lines; the CLI prints one
         raise ConfigError(f"{label}: not valid YAML ({' '.join(str(e).split())}); fix the file") from None

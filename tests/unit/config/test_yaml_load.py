@@ -53,6 +53,8 @@ def test_a_sweep_range_and_a_config_file_written_with_1e_5(tmp_path):
     (lambda d: d, "a folder, not a file"),
     (lambda d: d / "missing.yaml", "no such file"),
     (lambda d: _write(d / "bad.yaml", b"space: {a: [1,\n"), "not valid YAML (while parsing a flow node"),
+    (lambda d: _write(d / "bad2.yaml", b"a: 1\n  b: 2\n"), "not valid YAML (mapping values are not allowed here in "
+                                                          '"{tmp_path}/bad2.yaml", line 2, column 4'),
     (lambda d: _write(d / "latin1.yaml", b"metric: caf\xe9\n"), "not UTF-8 text (byte 0xe9 at offset 11)"),
     (lambda d: _write(d / "binary.yaml", b"\x7fELF\x02\x01\x01\x00\xf0\x9f"), "not UTF-8 text (byte 0xf0 at offset 8)"),
 ])
@@ -62,7 +64,7 @@ def test_a_file_that_cannot_be_read_is_one_line_for_a_config_and_a_sweep_file(tm
     from hybridrl.errors import ConfigError
     from hybridrl.sweep.spec import load_sweep
 
-    path = str(make(tmp_path))
+    path, says = str(make(tmp_path)), says.format(tmp_path=tmp_path)  # a YAML error names the file, not a string
     with pytest.raises(ConfigError) as config_error:
         load_config(RLConfig, path, [])
     with pytest.raises(ConfigError) as sweep_error:
