@@ -24,7 +24,8 @@ from hybridrl.sweep.space import Entry
 MARKS = {"finished": {"marker": "o", "color": "C0", "label": "finished"},
          "stopped": {"marker": "v", "color": "C1", "label": "stopped early"},
          "running": {"marker": ">", "color": "C2", "label": "still running"},
-         "error": {"marker": "x", "color": "C3", "label": "failed (no metric; at the bottom)"}}
+         "error": {"marker": "x", "color": "C3", "label": "failed (no metric; at the bottom)"},
+         "unknown": {"marker": "s", "color": "C7", "label": "end unknown (no readable trial.json)"}}
 JITTER = 0.08  # spacing of trials that share a category, so that each one shows
 
 
@@ -90,11 +91,12 @@ def _key_panel(ax, entry: Entry, rows: list[TrialRow], ylabel: str) -> None:
     for end, pts in key_points(entry, rows).items():
         if not pts:
             continue
-        xs = [x for x, _, _ in pts]
-        if end == "error":  # no metric: on the bottom edge (x in data, y in axes units)
-            ax.scatter(xs, [0.03] * len(xs), transform=ax.get_xaxis_transform(), **MARKS[end])
-        else:
-            ax.scatter(xs, [y for _, y, _ in pts], alpha=0.8, **MARKS[end])
+        bottom = [x for x, y, _ in pts if y is None]  # no metric (a refused config, nothing logged): the bottom edge
+        if bottom:  # (x in data units, y in axes units)
+            ax.scatter(bottom, [0.03] * len(bottom), transform=ax.get_xaxis_transform(), **MARKS[end])
+        if len(bottom) < len(pts):
+            ax.scatter([x for x, y, _ in pts if y is not None], [y for _, y, _ in pts if y is not None], alpha=0.8,
+                       **{**MARKS[end], "label": MARKS[end]["label"] if not bottom else "_" + end})
     _x_axis(ax, entry)
     ax.set_title(f"{entry.key} ({entry.kind})", fontsize=10)
     ax.set_xlabel(entry.key)

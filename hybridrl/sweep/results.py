@@ -20,6 +20,7 @@ from hybridrl.sweep.trial import TRIAL_FILE
 from hybridrl.trainer.runlock import holder
 
 SWEEP_FILE = "sweep.yaml"  # driver.py writes it; here too so that compare does not import Ray's side
+TUNE_PARAMS = "params.json"  # Tune writes a trial's sampled values there as it starts the trial
 
 
 @dataclass(frozen=True)
@@ -44,7 +45,7 @@ def read_sweep(path: str) -> tuple[dict[str, Any], list[TrialRow]]:
     spec = read_yaml(os.path.join(path, SWEEP_FILE))
     metric, mode = spec.get("metric", ""), spec.get("mode", "max")
     rows = [_trial(os.path.join(path, name), metric, mode) for name in sorted(os.listdir(path))
-            if os.path.isfile(os.path.join(path, name, TRIAL_FILE))]
+            if any(os.path.isfile(os.path.join(path, name, f)) for f in (TRIAL_FILE, TUNE_PARAMS))]
     if not rows:
         raise DataError(f"{path}: a sweep folder without trials yet; run `hybridrl sweep` on its sweep file")
     sign = -1 if mode == "max" else 1
@@ -55,22 +56,43 @@ def read_sweep(path: str) -> tuple[dict[str, Any], list[TrialRow]]:
 def _trial(folder: str, metric: str, mode: str) -> TrialRow:
     from hybridrl.eval.runs import load_run
 
-    with open(os.path.join(folder, TRIAL_FILE), encoding="utf-8") as f:
-        info = json.load(f)
-    series, steps = [], 0
+    info = _trial_info(folder)
+    series, steps, problem = [], 0, info.get("error")
     if os.path.isfile(os.path.join(folder, "metrics.jsonl")):
         try:
             run = load_run(folder)
             series, steps = run.series.get(metric, []), run.last_step
-        except DataError:  # the run logged nothing yet
-            pass
+        except DataError as e:  # a live run may have logged nothing yet; an ended one should have
+            if info["status"] != "running":
+                problem = problem or str(e)
     values = [v for _, v in series if not math.isnan(v)]
     best = (max if mode == "max" else min)(values) if values else None
     status = info["status"]
     if status == "running":
         status = f"{'running' if holder(folder) else 'stopped'} at step {steps}"
     return TrialRow(os.path.basename(folder), status, info["sampled"], best, series[-1][1] if series else None, steps,
-                    info.get("error"))
+                    problem)
+
+
+def _trial_info(folder: str) -> dict[str, Any]:
+    """The trial's trial.json; where it is missing or unreadable, a stand-in with status "unknown", the sampled
+    values Tune wrote (params.json) and the reason as its error, so that the trial is listed, never dropped."""
+    try:
+        with open(os.path.join(folder, TRIAL_FILE), encoding="utf-8") as f:
+            info = json.load(f)
+        if isinstance(info, dict) and isinstance(info.get("sampled"), dict) and isinstance(info.get("status"), str):
+            return info
+        problem = f"{TRIAL_FILE}: not a trial record (sampled and status); the file was changed by hand"
+    except FileNotFoundError:
+        problem = f"no {TRIAL_FILE}: the trial never started, or the file was removed"
+    except (OSError, ValueError) as e:  # ValueError: bad JSON or bytes that are not UTF-8
+        problem = f"{TRIAL_FILE}: unreadable ({e})"
+    try:
+        with open(os.path.join(folder, TUNE_PARAMS), encoding="utf-8") as f:
+            sampled = json.load(f)
+    except (OSError, ValueError):
+        sampled = {}
+    return {"sampled": sampled if isinstance(sampled, dict) else {}, "status": "unknown", "error": problem}
 
 
 def render_sweep(spec: dict[str, Any], rows: list[TrialRow]) -> str:

@@ -41,9 +41,9 @@ def axis_of(entry: Entry) -> str:
 
 def end_of(row: TrialRow) -> str:
     """"finished", "running" (its run is live: results.py says "running at step N"), "stopped" (a scheduler
-    stopped it early, or the sweep was cut: "stopped at step N") or "error" (its sampled config was refused, or its
-    run stopped on an error)."""
-    if row.status in ("finished", "error"):
+    stopped it early, or the sweep was cut: "stopped at step N"), "error" (its sampled config was refused, or its
+    run stopped on an error) or "unknown" (no readable trial.json: results.py lists it with the reason)."""
+    if row.status in ("finished", "error", "unknown"):
         return row.status
     return "running" if row.status.startswith("running") else "stopped"
 

@@ -70,11 +70,14 @@ def write_trial_file(run_dir: str, sampled: Mapping[str, Any], status: str, erro
 
 
 def read_status(run_dir: str) -> str | None:
-    path = os.path.join(run_dir, TRIAL_FILE)
-    if not os.path.isfile(path):
+    """The trial's recorded status; None when there is none to read (a missing or damaged trial.json: the trial
+    then runs again, from its run's own checkpoint, and writes the file anew)."""
+    try:
+        with open(os.path.join(run_dir, TRIAL_FILE), encoding="utf-8") as f:
+            info = json.load(f)
+    except (OSError, ValueError):
         return None
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)["status"]
+    return info.get("status") if isinstance(info, dict) else None
 
 
 def run_trial(sampled: dict[str, Any], base: Base, output: str, threads: int) -> None:

@@ -76,3 +76,30 @@ def test_a_trial_whose_run_is_live_is_running_not_stopped(sweep_dir):
         lock.release()
     row = {r.trial: r for r in read_sweep(str(sweep_dir))[1]}["t_00002"]
     assert (row.status, end_of(row)) == ("stopped at step 1", "stopped")
+
+
+def test_a_trial_without_a_readable_trial_json_is_listed_with_the_reason_never_dropped(sweep_dir):
+    """Removed, cut JSON, a list by hand: the trial stays in the table (it was silently left out, or compare
+    stopped on a traceback), its sampled values from Tune's params.json, its end "unknown" with why."""
+    from hybridrl.sweep.select import end_of
+    from hybridrl.sweep.trial import read_status
+
+    lr = "actor_rollout_ref.actor.optim.lr"
+    (sweep_dir / "t_00000" / "trial.json").unlink()
+    (sweep_dir / "t_00000" / "params.json").write_text(json.dumps({lr: 1e-6}))
+    (sweep_dir / "t_00001" / "trial.json").write_text('{"sampled": ')
+    (sweep_dir / "t_00002" / "trial.json").write_text("[1]")
+    trial(sweep_dir, "t_00004", {lr: 3e-6}, "finished")
+    (sweep_dir / "t_00004" / "metrics.jsonl").write_bytes(b"\x7fELF\x02\x01")  # a finished run's metrics lost
+    _, rows = read_sweep(str(sweep_dir))
+    by = {r.trial: r for r in rows}
+    assert [r.trial for r in rows] == ["t_00001", "t_00000", "t_00002", "t_00003", "t_00004"]
+    assert (by["t_00000"].status, by["t_00000"].sampled, by["t_00000"].best) == ("unknown", {lr: 1e-6}, 0.5)
+    assert by["t_00000"].error == "no trial.json: the trial never started, or the file was removed"
+    assert by["t_00001"].error.startswith("trial.json: unreadable (") and by["t_00001"].sampled == {}
+    assert by["t_00002"].error.startswith("trial.json: not a trial record")
+    assert [end_of(by[t]) for t in ("t_00000", "t_00001", "t_00002")] == ["unknown"] * 3
+    assert by["t_00004"].status == "finished" and "metrics.jsonl: no complete metric line" in by["t_00004"].error
+    # the sweep's resume reads the same file: a damaged one runs the trial again instead of stopping the sweep
+    assert [read_status(str(sweep_dir / t)) for t in ("t_00000", "t_00001", "t_00002", "t_00003")] == [
+        None, None, None, "error"]

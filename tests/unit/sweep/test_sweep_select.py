@@ -44,10 +44,10 @@ def test_key_points_on_a_category_axis_and_a_log_axis(sweep):
     # grpo is category 0 (t_00000, then t_00002 one JITTER to its right), rloo category 1 (t_00001, t_00003)
     assert key_points(entries[1], rows) == {"finished": [(0, 0.6, "t_00000"), (1, 0.7, "t_00001")],
                                             "stopped": [(JITTER, 0.3, "t_00002")], "running": [],
-                                            "error": [(1 + JITTER, None, "t_00003")]}
+                                            "error": [(1 + JITTER, None, "t_00003")], "unknown": []}
     assert key_points(entries[0], rows) == {"finished": [(1e-4, 0.6, "t_00000"), (1e-5, 0.7, "t_00001")],
                                             "stopped": [(1e-3, 0.3, "t_00002")], "running": [],
-                                            "error": [(5e-4, None, "t_00003")]}
+                                            "error": [(5e-4, None, "t_00003")], "unknown": []}
 
 
 def test_filters_by_range_and_by_choice(sweep):
