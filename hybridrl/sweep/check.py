@@ -89,9 +89,10 @@ def output_problems(output: str) -> list[str]:
     """Why the sweep folder `output` cannot hold this sweep: a file, a folder of other things (the trials' folders
     would mix with them; a sweep's own folder has sweep.yaml), or a place where no folder can be made."""
     from hybridrl.sweep.results import SWEEP_FILE
+    from hybridrl.trainer.runlock import LOCK_FILE
 
     if os.path.isdir(output):
-        if os.listdir(output) and not os.path.isfile(os.path.join(output, SWEEP_FILE)):
+        if set(os.listdir(output)) - {LOCK_FILE} and not os.path.isfile(os.path.join(output, SWEEP_FILE)):
             return [f"output={output!r}: a folder that holds other files, not a sweep's (no {SWEEP_FILE}); give a new "
                     "or empty folder"]
         return [] if os.access(output, os.W_OK | os.X_OK) else [f"output={output!r}: not writable; give a folder "

@@ -10,10 +10,10 @@ from __future__ import annotations
 import os
 from typing import Any, Callable
 
-from hybridrl.errors import ConfigError
+from hybridrl.errors import ConfigError, raise_all
 from hybridrl.interrupt import Interrupted, interrupted_message, stopping
 from hybridrl.sweep import resources
-from hybridrl.sweep.check import check_sweep, load_trial_config
+from hybridrl.sweep.check import check_sweep, load_trial_config, output_problems
 from hybridrl.sweep.results import SWEEP_FILE  # marks the folder as a sweep's, pins its definition
 from hybridrl.sweep.space import grid_size
 from hybridrl.sweep.spec import SweepSpec
@@ -127,9 +127,21 @@ def _resuming(spec: SweepSpec, folder: str, must_resume: bool) -> bool:
 def run_sweep(spec: SweepSpec, must_resume: bool = False, log: Callable[[str], None] = print) -> Any:
     """Run the sweep, or resume it when its folder holds it already (`must_resume`: only resume); Tune's
     ResultGrid."""
-    import ray
+    from hybridrl.trainer.runlock import RunLock
 
     folder = os.path.abspath(spec.output)
+    raise_all(output_problems(spec.output))  # before the lock makes the folder
+    # one sweep per folder: a second `hybridrl sweep` of it (a resume while it runs) would rerun its live trials
+    lock = RunLock(folder, key="output", log=log)
+    try:
+        return _run_locked(spec, folder, must_resume, log)
+    finally:
+        lock.release()
+
+
+def _run_locked(spec: SweepSpec, folder: str, must_resume: bool, log: Callable[[str], None]) -> Any:
+    import ray
+
     resume = _resuming(spec, folder, must_resume)
     got, cfg, need = derive(spec, log)
     address = cfg.ray_kwargs.ray_init.address

@@ -1,9 +1,12 @@
 """The sweep file's checks: each bad input gives its own message, naming the key and the fix, all at once."""
 
+import os
+import re
+
 import pytest
 
-from hybridrl.errors import ConfigErrors
-from hybridrl.sweep.check import check_sweep, metric_warnings
+from hybridrl.errors import ConfigError, ConfigErrors
+from hybridrl.sweep.check import check_sweep, metric_warnings, output_problems
 from hybridrl.sweep.spec import parse_sweep
 
 pytestmark = pytest.mark.usefixtures("default_data_cwd")  # check_sweep looks for the base's data files
@@ -212,3 +215,20 @@ def test_a_validation_reward_name_that_is_never_logged_is_warned_about_with_the_
         "validation logs val-core/arithmetic/reward/ mean@4, std@4, best@1, best@2, best@4, worst@1, worst@2, worst@4, "
         "pass@1, pass@2, pass@4, maj@1, maj@2, maj@4; did you mean val-core/arithmetic/reward/mean@4?")
     assert metric_warnings("val-core/my_extra", four) == []  # a callback's own val-core name: not the reward's
+
+
+def test_a_second_sweep_of_a_folder_in_use_is_refused_before_ray_starts(tmp_path):
+    """Two drivers on one sweep folder (the same command run twice) would both run its trials; the second one
+    is refused, naming output, and the folder is its own again once the first lets go."""
+    import ray
+
+    from hybridrl.sweep.driver import run_sweep
+    from hybridrl.trainer.runlock import RunLock
+
+    out = str(tmp_path / "out")
+    first = RunLock(out, key="output")  # what the running sweep holds
+    with pytest.raises(ConfigError, match=re.escape(f"output={out!r} is in use by another run (PID {os.getpid()}")):
+        run_sweep(parse_sweep({**GOOD, "output": out}), log=lambda _: None)
+    assert not ray.is_initialized()
+    first.release()
+    assert output_problems(out) == []  # the lock file alone does not make it 'a folder of other things'
