@@ -201,7 +201,10 @@ def _check_estimator(cfg: RLConfig) -> None:
             f"algorithm.adv_estimator={alg.adv_estimator} (which compares them) gives every one advantage 0 and "
             "nothing is learned; set actor_rollout_ref.rollout.do_sample=true")
     problems.check(actor_plan, cfg)
-    if needs_critic(cfg):
+    c = cfg.critic
+    # a critic pool sized wrong (none, or two ways) is _check_pools' one message, not also a batch plan's
+    if needs_critic(cfg) and not (c.enable_resource_pool and (c.n_workers is not None
+                                                             or c.n_gpus_per_node * c.nnodes < 1)):
         problems.check(critic_batch_plan, cfg)
     elif tr.critic_warmup:
         problems.errors.append(

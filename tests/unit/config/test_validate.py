@@ -340,6 +340,17 @@ def test_placement_and_sharding_keys_are_checked(overrides, message):
         validate(*overrides)
 
 
+@pytest.mark.parametrize("overrides", [
+    ["critic.enable_resource_pool=true"], ["critic.enable_resource_pool=true", "critic.n_gpus_per_node=0"],
+    ["critic.enable_resource_pool=true", "critic.n_gpus_per_node=1", "critic.nnodes=1", "critic.n_workers=2"],
+])
+def test_a_critic_pool_sized_wrong_is_one_problem_not_also_a_batch_plans(overrides):
+    """It also read 'critic.n_gpus_per_node * critic.nnodes=0 must be at least 1' from the critic's batch plan."""
+    with pytest.raises(ConfigError) as e:
+        validate(*overrides, "algorithm.adv_estimator=gae", "trainer.backend=ray")
+    assert "\n" not in str(e.value) and str(e.value).startswith("critic.enable_resource_pool=true ")
+
+
 @pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="this machine has a GPU")
 def test_cuda_without_a_gpu_is_refused_before_anything_loads():
     with pytest.raises(ConfigError, match=re.escape("trainer.device=cuda but torch sees no GPU here")):
