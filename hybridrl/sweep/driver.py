@@ -71,9 +71,9 @@ def _searcher(spec: SweepSpec, concurrency: int):
     from ray.tune.search.basic_variant import BasicVariantGenerator
 
     if spec.search == "tpe":
-        from ray.tune.search.optuna import OptunaSearch  # needs optuna (sweep/spec.py checked)
+        from hybridrl.sweep.tpe import ReportedOptunaSearch  # needs optuna (sweep/spec.py checked)
 
-        return OptunaSearch(seed=spec.seed)
+        return ReportedOptunaSearch(seed=spec.seed)
     return BasicVariantGenerator(random_state=spec.seed, max_concurrent=concurrency)
 
 

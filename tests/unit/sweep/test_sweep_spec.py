@@ -76,9 +76,34 @@ def test_tpe_without_optuna_says_to_install_it():
 def test_tpe_uses_optunas_searcher():
     pytest.importorskip("optuna")
     from hybridrl.sweep.driver import _searcher
+    from hybridrl.sweep.tpe import ReportedOptunaSearch
 
     spec = parse_sweep({**GOOD, "space": {"trainer.test_freq": {"choice": [1, 2]}}, "search": "tpe"})
-    assert type(_searcher(spec, 2)).__name__ == "OptunaSearch"
+    assert isinstance(_searcher(spec, 2), ReportedOptunaSearch)
+
+
+def test_tpe_is_told_the_validated_metric_of_trials_that_report_it_every_few_steps():
+    """A trial reports every step; the validation metric comes every test_freq steps. Tune's OptunaSearch stopped
+    the sweep on the first report without it (KeyError) and told Optuna 'pruned' when the last one lacked it."""
+    pytest.importorskip("optuna")
+    from optuna.trial import TrialState
+    from ray import tune
+
+    from hybridrl.sweep.tpe import ReportedOptunaSearch
+
+    metric = GOOD["metric"]
+    search = ReportedOptunaSearch(space={"lr": tune.loguniform(1e-5, 1e-3)}, metric=metric, mode="max", seed=0)
+    for trial_id, validated in (("a", {2: 0.4, 4: 0.55}), ("b", {2: 0.3})):  # b: stopped at step 3, say
+        assert 1e-5 <= search.suggest(trial_id)["lr"] <= 1e-3
+        last = {}
+        for step in range(1, 4 if trial_id == "b" else 5):
+            last = {"step": step, "training_iteration": step, "critic/score/mean": 0.1 * step,
+                    **({metric: validated[step]} if step in validated else {})}
+            search.on_trial_result(trial_id, last)
+        search.on_trial_complete(trial_id, last)
+    told = [(t.state, t.value, t.intermediate_values) for t in search._ot_study.trials]
+    assert told == [(TrialState.COMPLETE, 0.55, {2: 0.4, 4: 0.55}), (TrialState.COMPLETE, 0.3, {2: 0.3})]
+    assert search.suggest("c") is not None  # TPE goes on from what it was told
 
 
 def test_grid_entries_are_refused_under_tpe():
