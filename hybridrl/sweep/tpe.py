@@ -21,6 +21,9 @@ class ReportedOptunaSearch(OptunaSearch):
     """OptunaSearch over reports that carry the metric only at some steps."""
 
     def __init__(self, **kwargs: Any):
+        import optuna
+
+        optuna.logging.set_verbosity(optuna.logging.WARNING)  # no "A new study created" line among hybridrl's
         super().__init__(**kwargs)
         self.last_value: dict[str, float] = {}  # trial id -> the metric's last reported value (saved with the rest)
 
