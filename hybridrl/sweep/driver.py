@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from typing import Any, Callable
 
+from hybridrl.distributed.cluster import check_reachable
 from hybridrl.errors import ConfigError, raise_all
 from hybridrl.interrupt import Interrupted, interrupted_message, stopping
 from hybridrl.sweep import resources
@@ -174,6 +175,7 @@ def _start_ray(address: str | None, log: Callable[[str], None]) -> None:
         ray.init(address="local", num_cpus=resources.this_machine().cores, include_dashboard=False,
                  configure_logging=False)
         return
+    check_reachable(address)  # ray.init would retry an address where nothing answers for minutes
     ray.init(address=address, include_dashboard=False, configure_logging=False)
     log(f"joined the Ray cluster at {address}: {sum(n['Alive'] for n in ray.nodes())} node(s), "  # not the dead
         f"{ray.cluster_resources().get('CPU', 0):g} CPUs")
