@@ -10,6 +10,7 @@ An entry is a mapping with exactly one kind:
 
 from __future__ import annotations
 
+import math
 import numbers
 from dataclasses import dataclass
 from typing import Any, Mapping
@@ -40,6 +41,8 @@ def _range_problem(kind: str, values: list) -> str | None:
     if len(values) != 2 or not all(is_number(v) for v in values):
         return "give two numbers [lo, hi]"
     lo, hi = values
+    if not all(math.isfinite(v) for v in values):  # nan compares false both ways; inf has no uniform draw
+        return "give two finite numbers [lo, hi]"
     if kind == "randint" and not all(isinstance(v, numbers.Integral) for v in values):
         return "give two integers [lo, hi]"
     if not lo < hi:
@@ -61,7 +64,19 @@ def parse_entry(key: str, raw: Any) -> tuple[Entry | None, str | None]:
         return None, f"{where}.{kind}: got {values!r}; give a non-empty list"
     if kind not in LISTS and (problem := _range_problem(kind, values)):
         return None, f"{where}.{kind}: {values}: {problem}"
+    if kind == "grid" and (twice := _repeated(values)):  # each would be one more identical trial
+        return None, f"{where}.grid: {values}: lists {', '.join(map(repr, twice))} more than once; list each value once"
     return Entry(key, kind, tuple(values)), None
+
+
+def _repeated(values: list) -> list:
+    """The values listed more than once (1 and 1.0 are one value, as they are to the config), in order."""
+    seen, out = [], []
+    for v in values:
+        if v in seen and v not in out:
+            out.append(seen[seen.index(v)])  # as first listed
+        seen.append(v)
+    return out
 
 
 def space_problems(entries: list[Entry], search: str) -> list[str]:

@@ -52,6 +52,11 @@ def test_a_good_file_parses_with_its_defaults():
     ({"space": {K: {"uniform": [1, 0]}}}, f"{S}.uniform: [1, 0]: lo=1 must be below hi=0"),
     ({"space": {K: {"loguniform": [0, 1e-3]}}}, f"{S}.loguniform: [0, 0.001]: lo=0: a log-uniform range needs 0 < lo"),
     ({"space": {K: {"randint": [1, 2.5]}}}, f"{S}.randint: [1, 2.5]: give two integers [lo, hi]"),
+    ({"space": {K: {"uniform": [float("nan"), 1]}}}, f"{S}.uniform: [nan, 1]: give two finite numbers [lo, hi]"),
+    ({"space": {K: {"loguniform": [1e-5, float("inf")]}}}, f"{S}.loguniform: [1e-05, inf]: give two finite numbers"),
+    ({"space": {K: {"grid": [1e-4, 2e-4, 1e-4]}}},  # a second identical trial (and 1 == 1.0 to the config)
+     f"{S}.grid: [0.0001, 0.0002, 0.0001]: lists 0.0001 more than once; list each value once"),
+    ({"space": {K: {"grid": [1, 1.0, 2]}}}, f"{S}.grid: [1, 1.0, 2]: lists 1 more than once"),
     ({"space": {K: {"choice": [1, 2]}}, "search": "grid"}, f"{S}: choice under search=grid; give it as grid"),
     ({"space": {"trainer.default_local_dir": {"grid": ["a"]}}}, "space.trainer.default_local_dir: the sweep sets it"),
     ({"base": {"overrides": ["actor_rollout_ref.actor.optim.lr=1e-6"]}},
