@@ -108,7 +108,8 @@ def parse_sweep(raw: Mapping[str, Any]) -> SweepSpec:
     space = _space(raw.get("space", {}), errors)
     search = _choice(raw, "search", "random", SEARCHES, errors)
     if search == "tpe" and importlib.util.find_spec("optuna") is None:
-        errors.append("search=tpe needs Optuna, which is not installed; install optuna, or use search=random")
+        errors.append("search=tpe needs Optuna, which is not installed; pip install 'hybridrl[tpe]', or use "
+                      "search=random")
     errors += space_problems(space, search)
     errors += [f"space.{e.key}: the sweep sets it for every trial (each trial's own run folder, resumed in place); "
                "remove it from the space" for e in space if e.key in SWEEP_SET]
