@@ -113,6 +113,7 @@ def ray_cluster(cpus: int) -> Iterator[None]:
     runs, started as RayRoles starts one and shut down after; a running instance (the caller's) is used as it is."""
     import ray
 
+    from hybridrl.distributed.cluster import init_ray
     from hybridrl.library_logs import adopt_logger
 
     if ray.is_initialized():
@@ -120,7 +121,7 @@ def ray_cluster(cpus: int) -> Iterator[None]:
         return
     adopt_logger("ray")  # Ray's notes (token auth, ...) not between the report's lines, as `train` routes them
     try:
-        ray.init(num_cpus=cpus, include_dashboard=False, log_to_driver=False, configure_logging=False)
+        init_ray(None, num_cpus=cpus, log_to_driver=False)
     except Exception as e:  # noqa: BLE001  whatever stops Ray here stops the async part, not the check
         raise RayUnavailable(f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from e
     try:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 import socket
-from typing import Optional
+from typing import Any, Optional
 
 from hybridrl.errors import ConfigError
 
@@ -32,3 +32,12 @@ def check_reachable(address: Optional[str], timeout_s: float = CONNECT_TIMEOUT_S
         why = "no answer in %gs" % timeout_s if isinstance(e, TimeoutError) else (e.strerror or str(e))
     raise ConfigError(f"{ADDRESS_KEY}={address}: no Ray cluster answers there ({why}); start its head node "
                       f"(`ray start --head --port={port} --node-ip-address={host}`) or give the address it printed")
+
+
+def init_ray(address: Optional[str], **kwargs: Any) -> None:
+    """ray.init for hybridrl's commands: join `address` once something answers there (check_reachable), or start
+    an instance (address None or "local"); no dashboard, Ray's logging left to hybridrl (library_logs.py)."""
+    import ray
+
+    check_reachable(address)
+    ray.init(address=address, include_dashboard=False, configure_logging=False, **kwargs)

@@ -42,7 +42,7 @@ from hybridrl.config.levers import (
 from hybridrl.config.placement import pool_roles, pool_sizes
 from hybridrl.config.schema import RLConfig
 from hybridrl.config.validate import critic_batch_plan, needs_critic, needs_reference, needs_teacher
-from hybridrl.distributed.cluster import check_reachable
+from hybridrl.distributed.cluster import init_ray
 from hybridrl.distributed.placement_group import PoolPlacement, check_same_group, driver_placement_group, worker_cpus
 from hybridrl.distributed.rollout_group import RolloutGroup, rollout_pool_worker
 from hybridrl.distributed.worker import RoleWorker
@@ -276,10 +276,8 @@ class RayRoles:
         init = cfg.ray_kwargs.ray_init
         self._started_ray = not ray.is_initialized()
         if self._started_ray:
-            check_reachable(init.address)  # ray.init would retry an address where nothing answers for minutes
             # workers' output goes to their files in the run folder (WorkerPool), not streamed to this console
-            ray.init(address=init.address, num_cpus=init.num_cpus if init.address is None else None,
-                     include_dashboard=False, log_to_driver=False, configure_logging=False)
+            init_ray(init.address, num_cpus=init.num_cpus if init.address is None else None, log_to_driver=False)
         sizes, roles = pool_sizes(cfg), pool_roles(cfg)
         workers = sum(sizes.values())
         cpus = worker_cpus()  # a sweep trial's: its placement group's (distributed/placement_group.py)

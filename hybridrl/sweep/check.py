@@ -17,7 +17,7 @@ from hybridrl.config.async_checks import async_enabled
 from hybridrl.config.plan import BatchPlan
 from hybridrl.config.schema import RLConfig
 from hybridrl.errors import raise_all
-from hybridrl.sweep.spec import Base, SweepSpec
+from hybridrl.sweep.spec import SWEEP_FILE, Base, SweepSpec
 
 # the metric families hybridrl logs (verl's names); a metric matching none of them is probably a typo
 KNOWN_METRICS = re.compile(r"^(val-core|val-aux|critic|actor|response_length|prompt_length|timing_s|"
@@ -88,7 +88,6 @@ def _data_problems(spec: SweepSpec, cfg: RLConfig) -> list[str]:
 def output_problems(output: str) -> list[str]:
     """Why the sweep folder `output` cannot hold this sweep: a file, a folder of other things (the trials' folders
     would mix with them; a sweep's own folder has sweep.yaml), or a place where no folder can be made."""
-    from hybridrl.sweep.results import SWEEP_FILE
     from hybridrl.trainer.runlock import LOCK_FILE
 
     if os.path.isdir(output):

@@ -10,14 +10,13 @@ from __future__ import annotations
 import os
 from typing import Any, Callable
 
-from hybridrl.distributed.cluster import check_reachable
+from hybridrl.distributed.cluster import init_ray
 from hybridrl.errors import ConfigError, raise_all
 from hybridrl.interrupt import Interrupted, interrupted_message, stopping
 from hybridrl.sweep import resources
 from hybridrl.sweep.check import check_sweep, load_trial_config, output_problems
-from hybridrl.sweep.results import SWEEP_FILE  # marks the folder as a sweep's, pins its definition
 from hybridrl.sweep.space import grid_size
-from hybridrl.sweep.spec import SweepSpec
+from hybridrl.sweep.spec import SWEEP_FILE, SweepSpec  # the file marks the folder as a sweep's, pins its definition
 from hybridrl.sweep.trial import TIME_ATTR, run_trial
 
 STEPS = "trainer.total_training_steps"
@@ -172,11 +171,9 @@ def _start_ray(address: str | None, log: Callable[[str], None]) -> None:
     import ray
 
     if address is None:
-        ray.init(address="local", num_cpus=resources.this_machine().cores, include_dashboard=False,
-                 configure_logging=False)
+        init_ray("local", num_cpus=resources.this_machine().cores)
         return
-    check_reachable(address)  # ray.init would retry an address where nothing answers for minutes
-    ray.init(address=address, include_dashboard=False, configure_logging=False)
+    init_ray(address)
     log(f"joined the Ray cluster at {address}: {sum(n['Alive'] for n in ray.nodes())} node(s), "  # not the dead
         f"{ray.cluster_resources().get('CPU', 0):g} CPUs")
 

@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from hybridrl.errors import DataError
+from hybridrl.sweep.spec import SWEEP_FILE
 from hybridrl.sweep.trial import TRIAL_FILE
 from hybridrl.trainer.runlock import holder
 
-SWEEP_FILE = "sweep.yaml"  # driver.py writes it; here too so that compare does not import Ray's side
 TUNE_PARAMS = "params.json"  # Tune writes a trial's sampled values there as it starts the trial
 
 

@@ -31,6 +31,7 @@ from hybridrl.sweep.space import Entry, is_number, parse_entry, space_problems
 
 KEYS = ("base", "space", "metric", "mode", "num_samples", "search", "scheduler", "output", "seed", "max_concurrent")
 SEARCHES = ("random", "grid", "tpe")
+SWEEP_FILE = "sweep.yaml"  # in the sweep folder: the file as run (driver.py writes it; compare reads it)
 # scheduler -> its parameters -> (is the value valid, what to give); the step counts are hybridrl steps
 _STEPS = (lambda v: _is_int(v) and v >= 1, "an integer >= 1 (hybridrl steps)")
 SCHEDULERS: dict[str, dict[str, tuple[Callable[[Any], bool], str]]] = {
