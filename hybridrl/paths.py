@@ -59,11 +59,12 @@ def check_output_file(path: str, name: str) -> None:
             raise ConfigError(f"{what}: cannot overwrite it ({e.strerror or e}); give a path you can write to") from None
 
 
-def check_output_folder(path: str, name: str) -> None:
+def check_output_folder(path: str, name: str, shown: str | None = None) -> None:
     """The folder `path` (given with `name`: a flag, a positional's name or a config key) can be written:
     it is a folder or does not exist yet, and files can be created in it (or in the closest folder that
-    exists, where it will be made)."""
-    what = setting(name, path)
+    exists, where it will be made). `shown`: how the errors name the setting, where `name=value` is not it
+    (a key of a sweep file)."""
+    what = shown or setting(name, path)
     if not path:
         raise ConfigError(f"{name}: give a folder path (got an empty one)")
     if os.path.exists(path) and not os.path.isdir(path):

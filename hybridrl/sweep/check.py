@@ -16,7 +16,7 @@ from typing import Any, Optional
 from hybridrl.config.async_checks import async_enabled
 from hybridrl.config.plan import BatchPlan
 from hybridrl.config.schema import RLConfig
-from hybridrl.errors import raise_all
+from hybridrl.errors import ConfigError, raise_all
 from hybridrl.sweep.spec import SWEEP_FILE, Base, SweepSpec
 
 # the metric families hybridrl logs (verl's names); a metric matching none of them is probably a typo
@@ -86,25 +86,20 @@ def _data_problems(spec: SweepSpec, cfg: RLConfig) -> list[str]:
 
 
 def output_problems(output: str) -> list[str]:
-    """Why the sweep folder `output` cannot hold this sweep: a file, a folder of other things (the trials' folders
-    would mix with them; a sweep's own folder has sweep.yaml), or a place where no folder can be made."""
+    """Why the sweep folder `output` cannot hold this sweep: a file, a place where no folder can be made or written
+    (paths.check_output_folder), or a folder of other things: the trials' folders would mix with them (a sweep's
+    own folder has sweep.yaml)."""
+    from hybridrl.paths import check_output_folder
     from hybridrl.trainer.runlock import LOCK_FILE
 
-    if os.path.isdir(output):
-        if set(os.listdir(output)) - {LOCK_FILE} and not os.path.isfile(os.path.join(output, SWEEP_FILE)):
-            return [f"output={output!r}: a folder that holds other files, not a sweep's (no {SWEEP_FILE}); give a new "
-                    "or empty folder"]
-        return [] if os.access(output, os.W_OK | os.X_OK) else [f"output={output!r}: not writable; give a folder "
-                                                                 "you can write to"]
-    if os.path.lexists(output):
-        return [f"output={output!r}: a file, not a folder; give the sweep a folder (made if missing)"]
-    parent = os.path.dirname(os.path.abspath(output))
-    while not os.path.lexists(parent):
-        parent = os.path.dirname(parent)
-    if not os.path.isdir(parent):
-        return [f"output={output!r}: {parent} is a file, so no folder can be made there; give another path"]
-    if not os.access(parent, os.W_OK | os.X_OK):
-        return [f"output={output!r}: cannot make it, {parent} is not writable; give a folder you can write to"]
+    try:
+        check_output_folder(output, "output", shown=f"output={output!r}")
+    except ConfigError as e:
+        return [str(e)]
+    if os.path.isdir(output) and set(os.listdir(output)) - {LOCK_FILE} and not os.path.isfile(
+            os.path.join(output, SWEEP_FILE)):
+        return [f"output={output!r}: a folder that holds other files, not a sweep's (no {SWEEP_FILE}); give a new or "
+                "empty folder"]
     return []
 
 

@@ -219,8 +219,8 @@ def test_an_output_that_cannot_hold_the_sweep_is_refused_before_any_trial(tmp_pa
     (tmp_path / "a_sweep").mkdir()
     (tmp_path / "a_sweep" / "sweep.yaml").write_text("{}\n")
     (tmp_path / "empty").mkdir()
-    refused = {"a_file": "a file, not a folder", "a_run": "a folder that holds other files, not a sweep's",
-               "a_file/sub": f"{tmp_path / 'a_file'} is a file, so no folder can be made there"}
+    refused = {"a_file": "is a file, not a folder", "a_run": "a folder that holds other files, not a sweep's",
+               "a_file/sub": f"{tmp_path / 'a_file'} is a file, not a folder"}
     for output, says in refused.items():
         with pytest.raises(ConfigErrors) as e:
             check_sweep(parse_sweep({**GOOD, "output": str(tmp_path / output)}), log=lambda _: None)
