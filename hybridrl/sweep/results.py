@@ -17,7 +17,7 @@ from typing import Any, Optional
 
 from hybridrl.errors import DataError
 from hybridrl.sweep.spec import SWEEP_FILE
-from hybridrl.sweep.trial import TRIAL_FILE
+from hybridrl.sweep.trial import TRIAL_FILE, read_trial_file
 from hybridrl.trainer.runlock import holder
 
 TUNE_PARAMS = "params.json"  # Tune writes a trial's sampled values there as it starts the trial
@@ -77,16 +77,9 @@ def _trial(folder: str, metric: str, mode: str) -> TrialRow:
 def _trial_info(folder: str) -> dict[str, Any]:
     """The trial's trial.json; where it is missing or unreadable, a stand-in with status "unknown", the sampled
     values Tune wrote (params.json) and the reason as its error, so that the trial is listed, never dropped."""
-    try:
-        with open(os.path.join(folder, TRIAL_FILE), encoding="utf-8") as f:
-            info = json.load(f)
-        if isinstance(info, dict) and isinstance(info.get("sampled"), dict) and isinstance(info.get("status"), str):
-            return info
-        problem = f"{TRIAL_FILE}: not a trial record (sampled and status); the file was changed by hand"
-    except FileNotFoundError:
-        problem = f"no {TRIAL_FILE}: the trial never started, or the file was removed"
-    except (OSError, ValueError) as e:  # ValueError: bad JSON or bytes that are not UTF-8
-        problem = f"{TRIAL_FILE}: unreadable ({e})"
+    info, problem = read_trial_file(folder)
+    if info is not None:
+        return info
     try:
         with open(os.path.join(folder, TUNE_PARAMS), encoding="utf-8") as f:
             sampled = json.load(f)

@@ -69,15 +69,26 @@ def write_trial_file(run_dir: str, sampled: Mapping[str, Any], status: str, erro
     os.replace(tmp, os.path.join(run_dir, TRIAL_FILE))  # a kill never leaves half a file
 
 
-def read_status(run_dir: str) -> str | None:
-    """The trial's recorded status; None when there is none to read (a missing or damaged trial.json: the trial
-    then runs again, from its run's own checkpoint, and writes the file anew)."""
+def read_trial_file(run_dir: str) -> tuple[dict[str, Any] | None, str | None]:
+    """(the trial's trial.json record, None), or (None, why there is none to read: missing, unreadable, or not a
+    record of `sampled` and `status`, e.g. changed by hand)."""
     try:
         with open(os.path.join(run_dir, TRIAL_FILE), encoding="utf-8") as f:
             info = json.load(f)
-    except (OSError, ValueError):
-        return None
-    return info.get("status") if isinstance(info, dict) else None
+    except FileNotFoundError:
+        return None, f"no {TRIAL_FILE}: the trial never started, or the file was removed"
+    except (OSError, ValueError) as e:  # ValueError: bad JSON or bytes that are not UTF-8
+        return None, f"{TRIAL_FILE}: unreadable ({e})"
+    if isinstance(info, dict) and isinstance(info.get("sampled"), dict) and isinstance(info.get("status"), str):
+        return info, None
+    return None, f"{TRIAL_FILE}: not a trial record (sampled and status); the file was changed by hand"
+
+
+def read_status(run_dir: str) -> str | None:
+    """The trial's recorded status; None when there is none to read (a missing or damaged trial.json: the trial
+    then runs again, from its run's own checkpoint, and writes the file anew)."""
+    info, _ = read_trial_file(run_dir)
+    return None if info is None else info["status"]
 
 
 def run_trial(sampled: dict[str, Any], base: Base, output: str, threads: int) -> None:
