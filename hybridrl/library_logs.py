@@ -60,10 +60,22 @@ class WithoutWarningTracebacks(logging.Filter):
 _installed: list[logging.Handler] = []
 
 
-def route_library_logging(run_dir: str) -> str:
+class FileOnly(logging.Filter):
+    """Keeps the records of the loggers under `names` off a handler (the console): a caller that says the same
+    thing in its own line (a sweep reports each failed trial; Ray Tune's ERROR record of it is a traceback)."""
+
+    def __init__(self, names: tuple[str, ...]):
+        super().__init__()
+        self.names = names
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not any(record.name == n or record.name.startswith(n + ".") for n in self.names)
+
+
+def route_library_logging(run_dir: str, file_only: tuple[str, ...] = ()) -> str:
     """Library log records of this process go to driver.log (WARNING and up, made only when one comes) and, at
-    ERROR and up, to stderr. Replaces the handlers an earlier call installed (a process may run several
-    commands). Returns the log's path."""
+    ERROR and up, to stderr, except those of the loggers under `file_only` (FileOnly). Replaces the handlers an
+    earlier call installed (a process may run several commands). Returns the log's path."""
     root = logging.getLogger()
     for handler in _installed:
         root.removeHandler(handler)
@@ -74,6 +86,8 @@ def route_library_logging(run_dir: str) -> str:
     console = logging.StreamHandler(sys.stderr)
     console.setLevel(logging.ERROR)
     console.setFormatter(logging.Formatter(CONSOLE_FORMAT))
+    if file_only:
+        console.addFilter(FileOnly(file_only))
     _installed[:] = [to_file, console]
     for handler in _installed:
         root.addHandler(handler)

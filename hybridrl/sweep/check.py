@@ -89,6 +89,7 @@ def output_problems(output: str) -> list[str]:
     """Why the sweep folder `output` cannot hold this sweep: a file, a place where no folder can be made or written
     (paths.check_output_folder), or a folder of other things: the trials' folders would mix with them (a sweep's
     own folder has sweep.yaml)."""
+    from hybridrl.library_logs import LOGS  # the sweep's driver.log, written from Ray's start, before sweep.yaml
     from hybridrl.paths import check_output_folder
     from hybridrl.trainer.runlock import LOCK_FILE
 
@@ -96,7 +97,7 @@ def output_problems(output: str) -> list[str]:
         check_output_folder(output, "output", shown=f"output={output!r}")
     except ConfigError as e:
         return [str(e)]
-    if os.path.isdir(output) and set(os.listdir(output)) - {LOCK_FILE} and not os.path.isfile(
+    if os.path.isdir(output) and set(os.listdir(output)) - {LOCK_FILE, LOGS} and not os.path.isfile(
             os.path.join(output, SWEEP_FILE)):
         return [f"output={output!r}: a folder that holds other files, not a sweep's (no {SWEEP_FILE}); give a new or "
                 "empty folder"]

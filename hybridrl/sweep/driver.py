@@ -13,11 +13,12 @@ from typing import Any, Callable
 from hybridrl.distributed.cluster import init_ray
 from hybridrl.errors import ConfigError, raise_all
 from hybridrl.interrupt import Interrupted, interrupted_message, stopping
+from hybridrl.library_logs import adopt_logger, driver_log, route_library_logging
 from hybridrl.sweep import resources
 from hybridrl.sweep.check import check_sweep, load_trial_config, output_problems
 from hybridrl.sweep.space import grid_size
 from hybridrl.sweep.spec import SWEEP_FILE, SweepSpec  # the file marks the folder as a sweep's, pins its definition
-from hybridrl.sweep.trial import TIME_ATTR, run_trial
+from hybridrl.sweep.trial import TIME_ATTR, run_trial, trial_console
 
 STEPS = "trainer.total_training_steps"
 
@@ -85,9 +86,12 @@ def _write_sweep_file(spec: SweepSpec, folder: str) -> None:
         yaml.safe_dump(spec.source, f, sort_keys=False)
 
 
-def _tuner(spec: SweepSpec, folder: str, trainable, concurrency: int, resume: bool, max_t: int):
+def _tuner(spec: SweepSpec, folder: str, trainable, concurrency: int, resume: bool, max_t: int, test_freq: int,
+           log: Callable[[str], None]):
     from ray import tune
     from ray.tune.logger import CSVLoggerCallback, JsonLoggerCallback
+
+    from hybridrl.sweep.console import ConsoleLines
 
     if resume:
         return tune.Tuner.restore(folder, trainable, resume_unfinished=True, resume_errored=False)
@@ -101,9 +105,12 @@ def _tuner(spec: SweepSpec, folder: str, trainable, concurrency: int, resume: bo
                                     max_concurrent_trials=concurrency if spec.search == "tpe" else None,
                                     trial_dirname_creator=lambda trial: trial.trial_id,
                                     trial_name_creator=lambda trial: trial.trial_id),
-        run_config=tune.RunConfig(name=os.path.basename(folder), storage_path=os.path.dirname(folder), verbose=1,
+        # verbose=0: no status tables; the console has ConsoleLines' line per trial event instead
+        run_config=tune.RunConfig(name=os.path.basename(folder), storage_path=os.path.dirname(folder), verbose=0,
                                   # result.json / progress.csv: what Tune's own results read; no TensorBoard copy
-                                  callbacks=[JsonLoggerCallback(), CSVLoggerCallback()],
+                                  callbacks=[JsonLoggerCallback(), CSVLoggerCallback(),
+                                             ConsoleLines(folder, [e.key for e in spec.space], spec.metric, spec.mode,
+                                                          test_freq, log)],
                                   failure_config=tune.FailureConfig(max_failures=0, fail_fast=False)))
 
 
@@ -150,6 +157,13 @@ def _run_locked(spec: SweepSpec, folder: str, must_resume: bool, log: Callable[[
     # Ctrl-C stops the sweep as it stops any hybridrl command (one line, exit 130), not Tune's way (exit 0)
     os.environ["TUNE_DISABLE_SIGINT_HANDLER"] = "1"
     os.environ["TUNE_DISABLE_AUTO_CALLBACK_LOGGERS"] = "1"  # Tune's JSON and CSV loggers are given below; no TBX
+    # Tune's output engine prints its experiment box and each failed trial even at verbose=0; the legacy one at
+    # verbose=0 prints nothing (the console is sweep/console.py's lines)
+    os.environ["RAY_AIR_NEW_OUTPUT"] = "0"
+    # Ray's notes (token auth, ...) and Tune's log records to <sweep>/logs/driver.log; Tune's ERROR record of a
+    # failed trial is a traceback, and ConsoleLines says it in a line
+    route_library_logging(folder, file_only=("ray.tune", "ray.train", "ray.air"))
+    adopt_logger("ray")
     started = not ray.is_initialized()
     if started:
         _start_ray(address, log)
@@ -170,10 +184,11 @@ def _start_ray(address: str | None, log: Callable[[str], None]) -> None:
     start a Ray instance of this sweep's own (address="local"), never one another job on this machine started."""
     import ray
 
+    # log_to_driver=False: the trials' output is in their run folders (sweep/trial.py), not interleaved here
     if address is None:
-        init_ray("local", num_cpus=resources.this_machine().cores)
+        init_ray("local", num_cpus=resources.this_machine().cores, log_to_driver=False)
         return
-    init_ray(address)
+    init_ray(address, log_to_driver=False)
     log(f"joined the Ray cluster at {address}: {sum(n['Alive'] for n in ray.nodes())} node(s), "  # not the dead
         f"{ray.cluster_resources().get('CPU', 0):g} CPUs")
 
@@ -212,12 +227,14 @@ def _fit(spec: SweepSpec, folder: str, cfg, got: resources.Concurrency, machine:
         log(f"each trial: {threads} CPU core(s) for its torch threads{', 1 GPU' * (cfg.trainer.device == 'cuda')}")
     trainable = tune.with_resources(tune.with_parameters(run_trial, base=spec.base, output=folder, threads=threads),
                                     _trial_resources(spec, cfg, threads))
+    log(f"each trial's output: {trial_console(os.path.join(folder, '<trial>'))}; Ray's and Tune's notes: "
+        f"{driver_log(folder)}")
     if resume:
         log(f"resuming the sweep in {folder}: finished trials are kept, unfinished ones resume from their checkpoints")
     else:
         _write_sweep_file(spec, folder)
     try:
-        results = _tuner(spec, folder, trainable, got.trials, resume, max_t).fit()
+        results = _tuner(spec, folder, trainable, got.trials, resume, max_t, cfg.trainer.test_freq, log).fit()
     except BaseException:
         if not stopping():  # not Ctrl-C / SIGTERM (hybridrl/interrupt.py), which Ray may have turned into its own error
             raise

@@ -44,7 +44,7 @@ def read_sweep(path: str) -> tuple[dict[str, Any], list[TrialRow]]:
 
     spec = read_yaml(os.path.join(path, SWEEP_FILE))
     metric, mode = spec.get("metric", ""), spec.get("mode", "max")
-    rows = [_trial(os.path.join(path, name), metric, mode) for name in sorted(os.listdir(path))
+    rows = [trial_row(os.path.join(path, name), metric, mode) for name in sorted(os.listdir(path))
             if any(os.path.isfile(os.path.join(path, name, f)) for f in (TRIAL_FILE, TUNE_PARAMS))]
     if not rows:
         raise DataError(f"{path}: a sweep folder without trials yet; run `hybridrl sweep` on its sweep file")
@@ -53,7 +53,8 @@ def read_sweep(path: str) -> tuple[dict[str, Any], list[TrialRow]]:
     return spec, rows
 
 
-def _trial(folder: str, metric: str, mode: str) -> TrialRow:
+def trial_row(folder: str, metric: str, mode: str) -> TrialRow:
+    """The trial in `folder` as `compare` lists it (the sweep's console says the same at its end)."""
     from hybridrl.eval.runs import load_run
 
     info = _trial_info(folder)
@@ -93,15 +94,15 @@ def render_sweep(spec: dict[str, Any], rows: list[TrialRow]) -> str:
     keys = list(spec.get("space", {}))
     metric = spec.get("metric", "")
     head = ["#", "trial", "status", f"best {metric} ({spec.get('mode', 'max')})", "final", "steps", *keys]
-    table = [[str(i), r.trial, r.status, _fmt(r.best), _fmt(r.final), str(r.steps),
-              *(_fmt(r.sampled.get(k)) for k in keys)] for i, r in enumerate(rows, 1)]
+    table = [[str(i), r.trial, r.status, fmt_value(r.best), fmt_value(r.final), str(r.steps),
+              *(fmt_value(r.sampled.get(k)) for k in keys)] for i, r in enumerate(rows, 1)]
     widths = [max(len(row[c]) for row in [head, *table]) for c in range(len(head))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in [head, *table]]
     lines += [f"{r.trial}: {r.error}" for r in rows if r.error]
     return "\n".join(lines)
 
 
-def _fmt(value: Any) -> str:
+def fmt_value(value: Any) -> str:
     if value is None:
         return "-"
     if isinstance(value, float):

@@ -15,10 +15,12 @@ import os
 from typing import Any, Mapping
 
 from hybridrl.errors import ConfigError, HybridRLError
+from hybridrl.library_logs import logs_dir, send_process_output_to
 from hybridrl.sweep.check import load_trial_config
 from hybridrl.sweep.spec import Base
 
 TRIAL_FILE = "trial.json"
+CONSOLE_LOG = "console.log"  # in the run's logs/: what the trial's run printed (`hybridrl train`'s console)
 TIME_ATTR = "step"  # what the schedulers count: hybridrl steps, not Tune's reports (a resumed trial restarts those)
 
 
@@ -91,13 +93,19 @@ def read_status(run_dir: str) -> str | None:
     return None if info is None else info["status"]
 
 
+def trial_console(run_dir: str) -> str:
+    return os.path.join(logs_dir(run_dir), CONSOLE_LOG)
+
+
 def run_trial(sampled: dict[str, Any], base: Base, output: str, threads: int) -> None:
     """Tune's function trainable: `sampled` is the trial's {config key: value}; `threads`: its cores
-    (sweep/resources.py)."""
+    (sweep/resources.py). The process's output goes to the run's logs/console.log: trials side by side would
+    interleave their lines on the sweep's console (sweep/console.py says what each trial does there)."""
     import ray
     from ray import tune
 
     run_dir = os.path.join(output, tune.get_context().get_trial_id())
+    send_process_output_to(trial_console(run_dir))  # Tune may reuse this process for the next trial: it re-points
     if read_status(run_dir) == "finished":  # a resumed sweep whose state predates this trial's end: keep it as is
         return
     where = {"node": ray.util.get_node_ip_address(),

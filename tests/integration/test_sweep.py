@@ -69,6 +69,17 @@ def trials(out_dir) -> dict[str, dict]:
             if (out_dir / d / "trial.json").is_file()}
 
 
+# what Tune and Ray print when left to themselves: status tables and boxes, a traceback per failed trial, the
+# trials' own lines under Ray's worker prefix, Ray's start-up notes
+NOISE = re.compile(r"Traceback|Trial status|[╭│╰]|\(\w+ pid=\d+\)|repeated \d+x across cluster|"
+                   r"Token authentication|Error file|View detailed results")
+
+
+def console_of(run_dir) -> str:
+    """What a trial's run printed (sweep/trial.py sends it to the run's logs/console.log)."""
+    return (run_dir / "logs" / "console.log").read_text()
+
+
 def plain_runs(arith_data, tmp_path, threads: int, configs: list[dict]) -> list:
     """The same configs as `hybridrl train` runs, side by side, with the trials' thread count (the same float sums)."""
     procs = []
@@ -89,6 +100,18 @@ def test_a_grid_sweep_equals_its_configs_run_alone_and_an_invalid_trial_does_not
     assert sorted(found) == [3, 4, 8]
     bad_dir, bad = found[3]
     assert bad["status"] == "error" and bad["error"].startswith(f"{MINI}=3 does not divide data.train_batch_size=8")
+    # the console: hybridrl's lines, one per trial event; each trial's own output in its run folder
+    assert [line for line in out.splitlines() if NOISE.search(line)] == [], out
+    for mini, (d, _) in found.items():  # in the sweep file's order of its space (write_sweep's dump sorts keys)
+        assert f"trial {d} started: {LR}=3e-05, {MINI}={mini}" in out
+    for mini in (4, 8):
+        d = found[mini][0]
+        assert re.search(rf"^trial {d} step 1: val-core/arithmetic/reward/mean@1=\S+$", out, re.M)
+        assert re.search(rf"^trial {d} finished at step 2: val-core/arithmetic/reward/mean@1=\S+ \(best \S+\)$", out,
+                         re.M)
+        assert console_of(tmp_path / "out" / d).splitlines()[-1].startswith("done: 2 steps")
+    assert (f"trial {bad_dir} error: {bad['error']}; its output: {tmp_path / 'out' / bad_dir / 'logs' / 'console.log'}"
+            in out)
     assert not (tmp_path / "out" / bad_dir / "metrics.jsonl").exists()  # it failed before building anything
     alone = plain_runs(arith_data, tmp_path, threads, [{MINI: 4, LR: 3e-5, STEPS: 2}, {MINI: 8, LR: 3e-5, STEPS: 2}])
     assert alone[0] != alone[1]  # the swept value matters: a sweep that ignored it could not match both
@@ -115,6 +138,9 @@ def test_asha_stops_the_trial_below_the_rungs_cutoff(arith_data, tmp_path):
     assert "max_concurrent in the sweep file = 1" in out
     found = {t["sampled"][LR]: (d, t["status"]) for d, t in trials(tmp_path / "out").items()}
     assert found[1e-5][1] == "finished" and found[1e-6][1] == "running"  # stopped: it never reached its end
+    assert f"trial {found[1e-5][0]} finished at step 3: actor/lr=1e-05 (best 1e-05)" in out
+    assert re.search(rf"^trial {found[1e-6][0]} stopped by the scheduler at step [12]: actor/lr=1e-06 \(best 1e-06\)$",
+                     out, re.M), out
     steps = lambda d: [r["step"] for r in metrics(tmp_path / "out" / d)]  # noqa: E731
     assert steps(found[1e-5][0]) == [1, 2, 3] and steps(found[1e-6][0]) in ([1], [1, 2])
     table = compare(tmp_path / "out")
@@ -154,7 +180,8 @@ def test_a_sweep_killed_mid_way_resumes_without_redoing_finished_trials(arith_da
     # meanwhile, the cut trial's config run alone and whole (the trial resumes on one core, this run takes another)
     (alone,) = plain_runs(arith_data, tmp_path, threads, [{**settings, STEPS: 4}])
     out = finish(resumed)
-    assert f"resumed from step {cut} " in out and "resuming the sweep in" in out
+    assert f"resumed from step {cut} " in console_of(out_dir / long) and "resuming the sweep in" in out
+    assert f"trial {long} finished at step 4" in out
     assert {name: (out_dir / short / name).read_bytes() for name in kept} == kept  # the finished trial untouched
     assert trials(out_dir)[long]["status"] == "finished"
     assert len(alone) == 5 and metrics(out_dir / long) == alone

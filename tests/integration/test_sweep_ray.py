@@ -38,9 +38,10 @@ def test_ray_backend_trials_run_in_their_placement_group_and_equal_their_configs
     found = {t["sampled"][LR]: (d, t) for d, t in trials(tmp_path / "out").items()}
     groups = {info["placement_group"] for _, info in found.values()}
     assert len(groups) == 2 and None not in groups  # each trial its own placement group
-    assert out.count("backend=ray: 1 actor worker(s) (1 torch threads each) on 1 node(s)") == 2
-    for group in groups:  # RayRoles checked every worker against its driver's group before saying so
-        assert f"all in placement group {group}" in out
+    consoles = [(tmp_path / "out" / d / "logs" / "console.log").read_text() for d, _ in found.values()]
+    assert all("backend=ray: 1 actor worker(s) (1 torch threads each) on 1 node(s)" in c for c in consoles)
+    for (_, info), console in zip(found.values(), consoles):  # RayRoles checked every worker against its group
+        assert f"all in placement group {info['placement_group']}" in console
 
     alone = {lr: train(overrides(arith_data, tmp_path / f"alone{lr}", *RAY, f"{LR}={lr}")) for lr in (1e-3, 1e-4)}
     assert alone[1e-3][3]["actor/grad_norm"] != alone[1e-4][3]["actor/grad_norm"]  # the swept value matters

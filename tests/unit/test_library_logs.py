@@ -59,6 +59,22 @@ print("hybridrl's own line")
     assert "somelib.module ERROR: the engine died" in text
 
 
+def test_file_only_loggers_reach_the_file_and_not_the_console(tmp_path):
+    run = tmp_path / "run"
+    out = _run(f"""
+import logging
+from hybridrl.library_logs import route_library_logging
+route_library_logging({str(run)!r}, file_only=("ray.tune",))
+for name in ("ray.tune.execution.tune_controller", "ray.tune", "ray.tuner", "ray"):
+    logging.getLogger(name).error("from %s", name)
+""")
+    assert out.returncode == 0, out.stderr
+    # ray.tuner is not under ray.tune: a prefix of the name is not enough
+    assert out.stderr == "ray.tuner: ERROR: from ray.tuner\nray: ERROR: from ray\n"
+    text = open(driver_log(str(run))).read()
+    assert all(f"from {name}" in text for name in ("ray.tune.execution.tune_controller", "ray.tune", "ray.tuner"))
+
+
 def test_routing_again_replaces_the_handlers(routed, tmp_path):
     route_library_logging(str(tmp_path / "second"))
     ours = [h for h in logging.getLogger().handlers if h in library_logs._installed]

@@ -219,13 +219,16 @@ def test_an_output_that_cannot_hold_the_sweep_is_refused_before_any_trial(tmp_pa
     (tmp_path / "a_sweep").mkdir()
     (tmp_path / "a_sweep" / "sweep.yaml").write_text("{}\n")
     (tmp_path / "empty").mkdir()
+    # a sweep stopped before it wrote sweep.yaml (Ray did not start) leaves the log of Ray's notes: still its own
+    (tmp_path / "cut_early" / "logs").mkdir(parents=True)
+    (tmp_path / "cut_early" / "logs" / "driver.log").write_text("ray WARNING: Token authentication ...\n")
     refused = {"a_file": "is a file, not a folder", "a_run": "a folder that holds other files, not a sweep's",
                "a_file/sub": f"{tmp_path / 'a_file'} is a file, not a folder"}
     for output, says in refused.items():
         with pytest.raises(ConfigErrors) as e:
             check_sweep(parse_sweep({**GOOD, "output": str(tmp_path / output)}), log=lambda _: None)
         assert e.value.messages == [f"output={str(tmp_path / output)!r}: {says}" + e.value.messages[0].split(says)[1]]
-    for output in ("new/deeper", "empty", "a_sweep"):
+    for output in ("new/deeper", "empty", "a_sweep", "cut_early"):
         check_sweep(parse_sweep({**GOOD, "output": str(tmp_path / output)}), log=lambda _: None)
 
 
