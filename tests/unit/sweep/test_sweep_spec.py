@@ -111,6 +111,27 @@ def test_tpe_is_told_the_validated_metric_of_trials_that_report_it_every_few_ste
     assert search.suggest("c") is not None  # TPE goes on from what it was told
 
 
+def test_tpe_hears_a_resumed_trial_at_hybridrls_steps_quietly(recwarn):
+    """A resumed sweep reruns a cut trial from its run's checkpoint: Tune's training_iteration restarts at 1, the
+    hybridrl step goes on. Optuna is told the steps (a step redone after the checkpoint is told twice: dropped,
+    without Optuna's warning on the sweep's console)."""
+    pytest.importorskip("optuna")
+    from ray import tune
+
+    from hybridrl.sweep.tpe import ReportedOptunaSearch
+
+    metric = GOOD["metric"]
+    search = ReportedOptunaSearch(space={"lr": tune.loguniform(1e-5, 1e-3)}, metric=metric, mode="max", seed=0)
+    search.suggest("a")
+    for iteration, step, value in ((1, 2, 0.25), (2, 4, 0.5), (3, 6, 0.625),  # killed after step 6 ...
+                                   (1, 6, 0.625), (2, 8, 0.75)):  # ... resumed from the checkpoint of step 4
+        search.on_trial_result("a", {"step": step, "training_iteration": iteration, metric: value})
+    search.on_trial_complete("a", {"step": 8, "training_iteration": 2, metric: 0.75})
+    (told,) = search._ot_study.trials
+    assert told.intermediate_values == {2: 0.25, 4: 0.5, 6: 0.625, 8: 0.75} and told.value == 0.75
+    assert [str(w.message) for w in recwarn] == []
+
+
 def test_grid_entries_are_refused_under_tpe():
     found = [m for m in problems(search="tpe") if not m.startswith("search=tpe needs Optuna")]
     assert found == ["space.actor_rollout_ref.actor.optim.lr: grid under search=tpe; TPE samples every key, give it "
