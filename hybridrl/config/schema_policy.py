@@ -220,7 +220,8 @@ class RolloutConfig:
     pack_weights: bool = doc(True, "hf + lean_decode on an x86 CPU: after 8 decode steps, reorder the projection "
                                    "weights into oneDNN's blocked layout and multiply by them there (bf16: the same "
                                    "logits, ~10 % faster generation; fp32: ~25 % faster on AVX-512, logits within "
-                                   "float rounding, ~3e-6 relative, of the plain matmul's); false: plain matmuls")
+                                   "float rounding, ~3e-6 relative, of the plain matmul's; bf16 weights only on a CPU "
+                                   "with avx512bw+vl+dq or avx_ne_convert, plain elsewhere); false: plain matmuls")
     max_num_seqs: int = doc(1024, "most responses one worker generates at once (bounds the KV cache); more are "
                                   "generated in chunks with the same samples", ge=1)
     val_kwargs: ValKwargs = field(default_factory=ValKwargs)

@@ -20,14 +20,30 @@ from torch import Tensor
 FAMILY = ("qwen2", "llama", "mistral")
 
 
-def can_pack(device: torch.device | str) -> bool:
-    """Whether oneDNN's prepacked linear (the ops torch.compile's CPU freezing pass emits) is here: an x86 CPU
-    build of torch with oneDNN. Elsewhere (aarch64's ACL build, a GPU) the decoder keeps plain weights."""
+# oneDNN reorders a bf16 weight only on a CPU with one of these sets (torch: "bf16 path needs the cpu support
+# avx_ne_convert or avx512bw, avx512vl and avx512dq"): an AVX2-only CPU (an AMD EPYC, 2026-12-07) refused it, and a
+# bf16 rollout crashed at its 8th decode step
+BF16_REORDER_FLAGS = (frozenset({"avx_ne_convert"}), frozenset({"avx512bw", "avx512vl", "avx512dq"}))
+
+
+def can_pack(device: torch.device | str, dtype: torch.dtype = torch.float32) -> bool:
+    """Whether oneDNN's prepacked linear (the ops torch.compile's CPU freezing pass emits) takes weights of `dtype`
+    here: an x86 CPU build of torch with oneDNN, and for bf16 a CPU that oneDNN reorders bf16 on
+    (can_reorder_bf16). Elsewhere (aarch64's ACL build, a GPU, bf16 on an AVX2-only CPU) the decoder keeps plain
+    weights."""
     import platform
 
-    return (torch.device(device).type == "cpu" and platform.machine().lower() in ("x86_64", "amd64")
-            and torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_reorder_linear_weight")
-            and hasattr(torch.ops.mkldnn, "_linear_pointwise"))
+    from hybridrl.config.precision_auto import cpu_flags
+
+    onednn = (torch.device(device).type == "cpu" and platform.machine().lower() in ("x86_64", "amd64")
+              and torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_reorder_linear_weight")
+              and hasattr(torch.ops.mkldnn, "_linear_pointwise"))
+    return onednn and (dtype != torch.bfloat16 or can_reorder_bf16(cpu_flags()))
+
+
+def can_reorder_bf16(flags: set[str] | None) -> bool:
+    """The CPU flags (/proc/cpuinfo; None: unknown, so no) include one of BF16_REORDER_FLAGS."""
+    return bool(flags) and any(need <= flags for need in BF16_REORDER_FLAGS)
 
 
 def unwrapped(module):
@@ -65,13 +81,14 @@ class LeanDecoder:
         thousand FLOPs a head, and torch's bf16 CPU kernels for it (SDPA's flash kernel, bf16 bmm) ran 3-9x
         slower than fp32 ones on AVX512-BF16 (bench/decode_bf16.py), while fp32 scores and rotary are what
         the trainer's autocast forward computes before it rounds q, k, v to bf16.
-        `pack_after` (needs can_pack; None: never): after that many steps, every projection and the LM head are
-        reordered once into oneDNN's blocked layout and run by its prepacked linear, whose matmul reads that layout
-        instead of repacking the weight at every call (the residual adds stay fused, as addmm's). At decode's 32
-        rows, 2 threads, AVX512-BF16: 15-22 % more bf16 GFLOP/s per projection with results bit-equal to
-        F.linear's and addmm's (oneDNN runs those too), and 30-40 % more in fp32 than MKL's sgemm, whose results
-        it matches to float rounding (~3e-6 relative). Reordering costs about what 4-5 steps save, hence after
-        some steps: a short generation (EOS after a few tokens) never pays for it (bench/decode_bf16.py)."""
+        `pack_after` (needs can_pack for the weights' dtype; None: never): after that many steps, every projection
+        and the LM head are reordered once into oneDNN's blocked layout and run by its prepacked linear, whose
+        matmul reads that layout instead of repacking the weight at every call (the residual adds stay fused, as
+        addmm's). At decode's 32 rows, 2 threads, AVX512-BF16: 15-22 % more bf16 GFLOP/s per projection with results
+        bit-equal to F.linear's and addmm's (oneDNN runs those too), and 30-40 % more in fp32 than MKL's sgemm,
+        whose results it matches to float rounding (~3e-6 relative). Reordering costs about what 4-5 steps save,
+        hence after some steps: a short generation (EOS after a few tokens) never pays for it
+        (bench/decode_bf16.py)."""
         from hybridrl.models.lora import effective_weight  # W, or W + s B A under a LoRA adapter
 
         def w(t):  # a weight (a projection module's effective one) in the decode dtype

@@ -136,7 +136,8 @@ class HFRolloutEngine(RolloutEngine):
 
         if self.lean_decode and decode.supports(self.module):
             dtype = self.precision.compute if self.precision.mixed else None  # None: the module's own
-            pack = self.pack_weights and decode.can_pack(attn.device)
+            weights = dtype or next(self.module.parameters()).dtype
+            pack = self.pack_weights and decode.can_pack(attn.device, weights)
             lean = decode.LeanDecoder(self.module, len(attn), P + T, dtype, pack_after=PACK_AFTER if pack else None)
             for i, layer in enumerate(cache.layers):
                 lean.fill(i, layer.keys, layer.values)

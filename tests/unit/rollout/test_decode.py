@@ -168,13 +168,21 @@ def lean_logits(model, ids, mask, P, T, **kwargs) -> list[torch.Tensor]:
 
 
 packing = pytest.mark.skipif(not decode.can_pack("cpu"), reason="oneDNN's prepacked linear is x86 CPU only")
+packing_bf16 = pytest.mark.skipif(not decode.can_pack("cpu", torch.bfloat16), reason="oneDNN reorders bf16 weights "
+                                  "on x86 CPUs with avx512bw+vl+dq or avx_ne_convert")
 
 
-@packing
-@pytest.mark.parametrize("extra", [{}, {"attention_bias": True, "tie_word_embeddings": True}])
-def test_packed_weights_give_the_plain_decoders_logits(extra):
-    """bf16: oneDNN runs F.linear and addmm too, so packing changes no bit, also when it happens mid-generation;
-    fp32: the packed matmul is oneDNN's against MKL's sgemm, equal to float rounding."""
+def test_bf16_weights_are_packed_only_on_cpus_that_onednn_reorders_bf16_on():
+    """torch refuses oneDNN's bf16 reorder on an AVX2-only CPU ('bf16 path needs the cpu support avx_ne_convert or
+    avx512bw, avx512vl and avx512dq'); the flags are /proc/cpuinfo's names."""
+    avx512 = {"avx2", "avx512f", "avx512bw", "avx512vl", "avx512dq"}
+    assert decode.can_reorder_bf16(avx512) and decode.can_reorder_bf16({"avx2", "avx_ne_convert"})
+    assert not decode.can_reorder_bf16({"avx2", "fma", "f16c"})  # an AVX2-only EPYC
+    assert not decode.can_reorder_bf16(avx512 - {"avx512dq"}) and not decode.can_reorder_bf16(None)
+
+
+def packing_model(extra: dict):
+    """(a 2-layer Llama, ids [4, 11], mask with a left-padded row): prompts of 5, 6 decode steps."""
     common = dict(vocab_size=64, hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
                   num_key_value_heads=2, max_position_embeddings=64, **extra)
     torch.manual_seed(0)
@@ -183,6 +191,18 @@ def test_packed_weights_give_the_plain_decoders_logits(extra):
     ids = torch.randint(0, 64, (N, P + T))
     mask = torch.ones(N, P + T, dtype=torch.long)
     mask[0, :2] = 0
+    return model, ids, mask
+
+
+EXTRAS = [{}, {"attention_bias": True, "tie_word_embeddings": True}]
+
+
+@packing_bf16
+@pytest.mark.parametrize("extra", EXTRAS)
+def test_packed_bf16_weights_give_the_plain_decoders_logits(extra):
+    """oneDNN runs F.linear and addmm too, so packing changes no bit, also when it happens mid-generation."""
+    model, ids, mask = packing_model(extra)
+    P, T = 5, 6
     plain, lean = lean_logits(model, ids, mask, P, T, dtype=torch.bfloat16)
     assert not lean.packed
     for after in (0, 3):
@@ -191,6 +211,14 @@ def test_packed_weights_give_the_plain_decoders_logits(extra):
         assert all(torch.equal(a, b) for a, b in zip(plain, packed)), after
         assert lean.lm_head.is_mkldnn and not lean.embed.is_mkldnn  # a tied head: a packed copy, the lookup plain
         assert all(layer[i].is_mkldnn for layer in lean.layers for i in (1, 3, 6, 7))  # qkv, o, gate|up, down
+
+
+@packing
+@pytest.mark.parametrize("extra", EXTRAS)
+def test_packed_fp32_weights_give_the_plain_decoders_logits_to_float_rounding(extra):
+    """The packed matmul is oneDNN's against MKL's sgemm, equal to float rounding."""
+    model, ids, mask = packing_model(extra)
+    P, T = 5, 6
     plain32, _ = lean_logits(model, ids, mask, P, T)
     packed32, lean = lean_logits(model, ids, mask, P, T, pack_after=2)
     assert lean.packed
@@ -218,3 +246,30 @@ def test_engine_packs_only_past_pack_after_and_only_when_asked(monkeypatch):
         engine = HFRolloutEngine(model, [63], 0, pack_weights=pack)
         engine.generate_keyed(ids, mask, SamplingParams(max_new_tokens=new_tokens, ignore_eos=True), torch.arange(2))
         assert made[-1].packed is packed, (pack, new_tokens)
+
+
+@packing
+def test_a_bf16_engine_packs_where_onednn_reorders_bf16_and_generates_the_same_either_way(monkeypatch):
+    """rollout.dtype=bfloat16 with pack_weights (the default): packed where can_pack says bf16 reorders, plain
+    elsewhere. On an AVX2-only CPU this generation crashed at its PACK_AFTER-th step in oneDNN's reorder."""
+    from hybridrl.models.precision import Precision
+    from hybridrl.rollout import hf
+
+    model = small("llama", 2)
+    made = []
+    real = decode.LeanDecoder
+
+    def spy(*args, **kwargs):
+        made.append(real(*args, **kwargs))
+        return made[-1]
+
+    monkeypatch.setattr(decode, "LeanDecoder", spy)
+    ids = torch.randint(0, 64, (2, 4))
+    sampling = SamplingParams(max_new_tokens=hf.PACK_AFTER + 3, ignore_eos=True, do_sample=False)
+    out = {}
+    for pack in (False, True):
+        engine = HFRolloutEngine(model, [63], 0, pack_weights=pack, precision=Precision.of("bf16"))
+        out[pack] = engine.generate_keyed(ids, torch.ones_like(ids), sampling, torch.arange(2))
+        assert made[-1].packed is (pack and decode.can_pack("cpu", torch.bfloat16))
+    assert torch.equal(out[True].response_ids, out[False].response_ids)
+    assert torch.equal(out[True].log_probs, out[False].log_probs)  # oneDNN's bf16 linear either way: bit-equal
