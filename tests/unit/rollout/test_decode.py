@@ -226,11 +226,8 @@ def test_packed_fp32_weights_give_the_plain_decoders_logits_to_float_rounding(ex
     assert all(torch.equal(a, b) for a, b in zip(plain32[:2], packed32[:2]))  # before the switch: the plain path
 
 
-@packing
-def test_engine_packs_only_past_pack_after_and_only_when_asked(monkeypatch):
-    from hybridrl.rollout import hf
-
-    model = small("llama", 2)
+def decoders_made(monkeypatch) -> list:
+    """The LeanDecoders the engine builds from here on, in order (a spy in place of the class)."""
     made = []
     real = decode.LeanDecoder
 
@@ -239,6 +236,15 @@ def test_engine_packs_only_past_pack_after_and_only_when_asked(monkeypatch):
         return made[-1]
 
     monkeypatch.setattr(decode, "LeanDecoder", spy)
+    return made
+
+
+@packing
+def test_engine_packs_only_past_pack_after_and_only_when_asked(monkeypatch):
+    from hybridrl.rollout import hf
+
+    model = small("llama", 2)
+    made = decoders_made(monkeypatch)
     ids = torch.randint(0, 64, (2, 4))
     mask = torch.ones_like(ids)
     for pack, new_tokens, packed in [(True, hf.PACK_AFTER + 2, True), (True, hf.PACK_AFTER - 1, False),
@@ -256,14 +262,7 @@ def test_a_bf16_engine_packs_where_onednn_reorders_bf16_and_generates_the_same_e
     from hybridrl.rollout import hf
 
     model = small("llama", 2)
-    made = []
-    real = decode.LeanDecoder
-
-    def spy(*args, **kwargs):
-        made.append(real(*args, **kwargs))
-        return made[-1]
-
-    monkeypatch.setattr(decode, "LeanDecoder", spy)
+    made = decoders_made(monkeypatch)
     ids = torch.randint(0, 64, (2, 4))
     sampling = SamplingParams(max_new_tokens=hf.PACK_AFTER + 3, ignore_eos=True, do_sample=False)
     out = {}
