@@ -18,6 +18,7 @@ from hybridrl.config.schema import RLConfig
 from hybridrl.config.validate import validate_rl_config
 from hybridrl.errors import ConfigError
 from hybridrl.models.loading import resolve_model_path
+from saved_activations import SavedActivations
 
 
 @pytest.fixture(scope="module")
@@ -270,7 +271,7 @@ def test_cuda_without_a_gpu_needs_memory_per_worker_gb(fake_model):
 
 
 def saved_bytes(attn_implementation: str, batch: int, prompt: int, response: int) -> int:
-    """Bytes of the distinct non-parameter storages autograd saves in one policy-loss forward of
+    """Bytes of the distinct non-parameter float storages autograd saves in one policy-loss forward of
     tiny-arith (log-probs and entropy, as workers/policy.py computes them), backward run after."""
     from hybridrl.batch import Sequences
     from hybridrl.models.forward import response_log_probs
@@ -278,24 +279,15 @@ def saved_bytes(attn_implementation: str, batch: int, prompt: int, response: int
 
     model = load_causal_lm("tiny-arith").train()
     model.config._attn_implementation = attn_implementation
-    weights = {p.untyped_storage().data_ptr() for p in model.parameters()}
-    saved: dict[int, int] = {}
-
-    def pack(t: torch.Tensor) -> torch.Tensor:
-        storage = t.untyped_storage()
-        if storage.data_ptr() not in weights:
-            saved[storage.data_ptr()] = storage.nbytes()
-        return t
-
     g = torch.Generator().manual_seed(0)
     ids = torch.randint(3, model.config.vocab_size, (batch, prompt + response), generator=g)
     attention = torch.ones_like(ids)
     attention[0, :5] = 0  # one left-padded prompt
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+    with SavedActivations(model) as saved:
         log_probs, entropy = response_log_probs(model, Sequences(ids, attention, torch.ones(batch, response, dtype=torch.long)),
                                                 with_entropy=True)
     (log_probs.sum() + entropy.sum()).backward()
-    return sum(saved.values())
+    return saved.bytes
 
 
 @pytest.mark.parametrize("attn", ["eager", "sdpa"])

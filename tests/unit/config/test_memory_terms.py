@@ -29,6 +29,7 @@ from hybridrl.config.memory_terms import (
 )
 from hybridrl.models.forward import Layout, response_log_probs
 from hybridrl.models.memory import disable_checkpointing, enable_checkpointing
+from saved_activations import SavedActivations
 
 P, T, N, GROUP = 24, 8, 8, 4  # prompt and response lengths, responses in the micro-batch, responses per prompt
 
@@ -63,22 +64,13 @@ def full_length_batch(prompts: int, per_prompt: int, vocab: int, padded: bool = 
 
 
 def saved_bytes(model, seqs: Sequences, layout: Layout, autocast: bool = False) -> int:
-    """Bytes of the distinct non-parameter storages autograd saves in one policy-loss forward."""
-    weights = {p.untyped_storage().data_ptr() for p in model.parameters()}
-    saved: dict[int, int] = {}
-
-    def pack(t: torch.Tensor) -> torch.Tensor:
-        storage = t.untyped_storage()
-        if storage.data_ptr() not in weights and t.is_floating_point():
-            saved[storage.data_ptr()] = storage.nbytes()
-        return t
-
+    """Bytes of the distinct non-parameter float storages autograd saves in one policy-loss forward."""
     cast = torch.autocast("cpu", dtype=torch.bfloat16) if autocast else contextlib.nullcontext()
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), cast:
+    with SavedActivations(model) as saved, cast:
         lp, entropy = response_log_probs(model, seqs, with_entropy=True, layout=layout)
     (lp.sum() + entropy.sum()).backward()
     model.zero_grad(set_to_none=True)
-    return sum(saved.values())
+    return saved.bytes
 
 
 def estimate(d, layout: Layout, **kw) -> int:
