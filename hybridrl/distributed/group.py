@@ -44,6 +44,7 @@ from hybridrl.config.schema import RLConfig
 from hybridrl.config.validate import critic_batch_plan, needs_critic, needs_reference, needs_teacher
 from hybridrl.distributed.cluster import init_ray
 from hybridrl.distributed.placement_group import PoolPlacement, check_same_group, driver_placement_group, worker_cpus
+from hybridrl.distributed.processes import end_processes, record
 from hybridrl.distributed.rollout_group import RolloutGroup, rollout_pool_worker
 from hybridrl.distributed.worker import RoleWorker
 from hybridrl.errors import ConfigError, HybridRLError
@@ -65,6 +66,8 @@ CLOSE_WAIT_S = 30.0
 # after a failure the run is over: a rank stuck ending its engine (a stopped vLLM process) is not waited on for
 # long; ray.kill ends its engine's processes with it
 FAILED_CLOSE_WAIT_S = 5.0
+# after ray.kill, how long this node's workers may take to exit before they get SIGKILL (under 0.1 s measured)
+EXIT_WAIT_S = 5.0
 COLLECTIVE_ERRORS = ("gloo", "nccl", "connection closed by peer", "connection reset by peer", "processgroup")
 
 
@@ -128,6 +131,8 @@ class WorkerPool:
                 self.call("setup", "timeline_enable", [a.timeline_enable.remote(f"{name} rank {rank}", rank)
                                                        for rank, a in enumerate(self.actors)])
             self.node_ids = self.call("setup", "node_id", [a.node_id.remote() for a in self.actors])
+            here = ray.get_runtime_context().get_node_id()  # the workers on the driver's node: close() waits for them
+            self.local_processes = record(p for p, n in zip(self.pids, self.node_ids) if n == here)
             # across nodes the ranks meet at rank 0's Ray node address, not its host name (address.py)
             spans_nodes = len(set(self.node_ids)) > 1
             self.address, self.port = self.call("setup", "rendezvous", [self.actors[0].rendezvous.remote(spans_nodes)])[0]
@@ -262,6 +267,8 @@ class WorkerPool:
                  timeout=FAILED_CLOSE_WAIT_S if self.failed else CLOSE_WAIT_S)
         for actor in healthy:
             ray.kill(actor)
+        # ray.kill only asks: a worker still running after the driver exits holds its cores and memory
+        end_processes(getattr(self, "local_processes", {}), EXIT_WAIT_S)
         self.actors = []
         self.layout.remove()
 
