@@ -43,6 +43,7 @@ from hybridrl.config.placement import pool_roles, pool_sizes
 from hybridrl.config.schema import RLConfig
 from hybridrl.config.validate import critic_batch_plan, needs_critic, needs_reference, needs_teacher
 from hybridrl.distributed.cluster import init_ray
+from hybridrl.distributed.failures import blame_order, died, failure_of
 from hybridrl.distributed.placement_group import PoolPlacement, check_same_group, driver_placement_group, worker_cpus
 from hybridrl.distributed.processes import end_processes, record
 from hybridrl.distributed.rollout_group import RolloutGroup, rollout_pool_worker
@@ -68,36 +69,6 @@ CLOSE_WAIT_S = 30.0
 FAILED_CLOSE_WAIT_S = 5.0
 # after ray.kill, how long this node's workers may take to exit before they get SIGKILL (under 0.1 s measured)
 EXIT_WAIT_S = 5.0
-COLLECTIVE_ERRORS = ("gloo", "nccl", "connection closed by peer", "connection reset by peer", "processgroup")
-
-
-def _failure_of(ref):
-    """The exception a finished call ended with (RayTaskError: it raised; RayActorError and the other
-    RayErrors: its process died or was killed), or None when it succeeded or is still running."""
-    import ray
-    from ray.exceptions import RayError
-
-    ready, _ = ray.wait([ref], timeout=0)
-    if not ready:
-        return None
-    try:
-        ray.get(ref, timeout=0)
-    except RayError as e:
-        return e
-    return None
-
-
-def _died(e) -> bool:
-    from ray.exceptions import RayTaskError
-
-    return not isinstance(e, RayTaskError)
-
-
-def _blame_order(e) -> int:
-    """0: the process died; 1: it raised; 2: it raised in a collective (a peer's failure shows up there)."""
-    if _died(e):
-        return 0
-    return 2 if any(word in str(e).lower() for word in COLLECTIVE_ERRORS) else 1
 
 
 class WorkerPool:
@@ -167,7 +138,7 @@ class WorkerPool:
             ready, pending = ray.wait(pending, num_returns=1, timeout=max(0.0, deadline - time.monotonic()))
             if not ready:
                 raise self._timeout(role, method, [refs.index(r) for r in pending])
-            if _failure_of(ready[0]) is not None:
+            if failure_of(ready[0]) is not None:
                 raise self._failure(role, method, refs)
 
     def _failure(self, role: str, method: str, refs: list) -> WorkerError:
@@ -178,12 +149,12 @@ class WorkerPool:
 
         self.failed = True
         ray.wait(refs, num_returns=len(refs), timeout=FAILURE_GRACE_S)
-        failures = {rank: f for rank, f in enumerate(_failure_of(r) for r in refs) if f is not None}
-        rank = min(failures, key=lambda r: (_blame_order(failures[r]), r))
+        failures = {rank: f for rank, f in enumerate(failure_of(r) for r in refs) if f is not None}
+        rank = min(failures, key=lambda r: (blame_order(failures[r]), r))
         e, others = failures[rank], sorted(set(failures) - {rank})
         also = f" (rank(s) {others} failed after it)" if others else ""
         where = f"rank {rank} of {self.world}{self._where()}"
-        if _died(e):
+        if died(e):
             return WorkerError(f"{role}.{method}: the worker of {where} died ({type(e).__name__}: "
                                f"{str(e).splitlines()[0][:300]}){also}; the run stops, resume it from the last "
                                f"checkpoint (what it printed: {self.logs[rank]})")
