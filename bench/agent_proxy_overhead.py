@@ -31,7 +31,7 @@ sys.path.insert(0, ROOT)
 
 from hybridrl.config.loader import load_config  # noqa: E402
 from hybridrl.config.schema import RLConfig  # noqa: E402
-from hybridrl.config.validate import validate_rl_config  # noqa: E402
+from hybridrl.plan.resolve import validate_rl_config  # noqa: E402
 from hybridrl.rollout.agent.server import ProxyServer  # noqa: E402
 from hybridrl.trainer.build import build_run  # noqa: E402
 

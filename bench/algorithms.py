@@ -17,7 +17,7 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-# each row names its dtype: `auto` precision (config/precision_auto.py) is fp32 here unless a row sets bf16
+# each row names its dtype: `auto` precision (plan/precision_auto.py) is fp32 here unless a row sets bf16
 os.environ.setdefault("HYBRIDRL_AUTO_DTYPE", "fp32")
 
 A = "actor_rollout_ref.actor."

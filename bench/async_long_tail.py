@@ -45,7 +45,7 @@ def pct(values: list[int], q: float) -> float:
 def run_one(name: str, extra: list[str], args, folder: str) -> dict:
     from hybridrl.config.loader import load_config
     from hybridrl.config.schema import RLConfig
-    from hybridrl.config.validate import validate_rl_config
+    from hybridrl.plan.resolve import validate_rl_config
     from hybridrl.trainer.build import build_run
     from hybridrl.trainer.rl import RLTrainer
 

@@ -20,7 +20,7 @@ import sys
 import tempfile
 import time
 
-# each row names its dtype: `auto` precision (config/precision_auto.py) is fp32 here unless a row sets bf16
+# each row names its dtype: `auto` precision (plan/precision_auto.py) is fp32 here unless a row sets bf16
 os.environ.setdefault("HYBRIDRL_AUTO_DTYPE", "fp32")
 
 CONFIGS = {"local": [], "ray (2 workers)": ["trainer.backend=ray", "trainer.n_gpus_per_node=2"],

@@ -17,7 +17,7 @@ import sys
 import tempfile
 import time
 
-# each row names its dtype: `auto` precision (config/precision_auto.py) is fp32 here unless a row sets bf16
+# each row names its dtype: `auto` precision (plan/precision_auto.py) is fp32 here unless a row sets bf16
 os.environ.setdefault("HYBRIDRL_AUTO_DTYPE", "fp32")
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -145,7 +145,7 @@ def main() -> None:
 
     from hybridrl.config.loader import load_config
     from hybridrl.config.schema import RLConfig
-    from hybridrl.config.validate import validate_rl_config
+    from hybridrl.plan.resolve import validate_rl_config
     from hybridrl.trainer.build import build_run
     from hybridrl.trainer.rl import RLTrainer
 

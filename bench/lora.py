@@ -18,7 +18,7 @@ import statistics
 import sys
 import tempfile
 
-# each row names its dtype: `auto` precision (config/precision_auto.py) is fp32 here unless a row sets bf16
+# each row names its dtype: `auto` precision (plan/precision_auto.py) is fp32 here unless a row sets bf16
 os.environ.setdefault("HYBRIDRL_AUTO_DTYPE", "fp32")
 
 HERE = os.path.dirname(os.path.abspath(__file__))

@@ -4,7 +4,7 @@
     .venv/bin/python bench/memory.py --only tiny small  # configurations whose name starts so
 
 For each configuration (CONFIGS: a model, its data and the levers it turns on) this
-- asks `hybridrl plan`'s estimate (config/memory.py) for the same overrides, in-process;
+- asks `hybridrl plan`'s estimate (plan/memory.py) for the same overrides, in-process;
 - runs `hybridrl train` for a few steps, validation included (before the first step and after the
   last), in a fresh process of its own, and reads that process's peak resident set from the kernel
   (`getrusage(RUSAGE_CHILDREN).ru_maxrss` of a one-use wrapper process, so no other run's peak
@@ -30,7 +30,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-# each row names its dtype: `auto` precision (config/precision_auto.py) is fp32 here unless a row sets bf16
+# each row names its dtype: `auto` precision (plan/precision_auto.py) is fp32 here unless a row sets bf16
 os.environ.setdefault("HYBRIDRL_AUTO_DTYPE", "fp32")
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -160,9 +160,9 @@ def model_overrides(cfg: Config, folder: str, data: dict[str, tuple[str, str]]) 
 def estimate(overrides: list[str]) -> dict:
     """`hybridrl plan`'s figures for these overrides: the peak, its pool and phase, and its parts."""
     from hybridrl.config.loader import load_config
-    from hybridrl.config.memory import estimate_memory
+    from hybridrl.plan.memory import estimate_memory
     from hybridrl.config.schema import RLConfig
-    from hybridrl.config.validate import validate_rl_config
+    from hybridrl.plan.resolve import validate_rl_config
 
     cfg = load_config(RLConfig, None, overrides)
     (pool, *_) = estimate_memory(cfg, validate_rl_config(cfg)).pools
@@ -171,7 +171,7 @@ def estimate(overrides: list[str]) -> dict:
 
 
 def read_params(model: str) -> int:
-    from hybridrl.config.memory import read_model_dims
+    from hybridrl.plan.memory import read_model_dims
 
     return read_model_dims(model).params
 
@@ -237,7 +237,7 @@ RUNTIME = ("import resource, sys; import hybridrl.trainer.build, hybridrl.traine
 
 def runtime_rss(model: str) -> int:
     """Peak RSS of a process that imported what `hybridrl train` imports and loaded the model's tokenizer, no
-    model: what config/memory.py's RUNTIME_BYTES stands for."""
+    model: what plan/memory.py's RUNTIME_BYTES stands for."""
     out = subprocess.run([sys.executable, "-c", RUNTIME, model], capture_output=True, text=True, check=True, cwd=ROOT,
                          env={**os.environ, "PYTHONPATH": ROOT})
     return int(out.stdout.strip().splitlines()[-1])

@@ -54,7 +54,7 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 import workload  # noqa: E402
 
-from hybridrl.config.precision_auto import ONEDNN_ISA_ENV  # noqa: E402
+from hybridrl.plan.precision_auto import ONEDNN_ISA_ENV  # noqa: E402
 
 TRL_PY = os.path.join(HERE, ".venv-trl", "bin", "python")
 SEQS = workload.PROMPTS_PER_STEP * workload.SAMPLES_PER_PROMPT

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Optional, TypeVar
+from typing import Optional, Sequence, TypeVar
 
 import torch
 from torch import Tensor
@@ -149,6 +149,17 @@ def concat(batches: list[B]) -> B:
         else:
             values[f.name] = parts[0]
     return type(first)(**values)
+
+
+def left_pad(prompts: Sequence[list[int]], pad_id: int, device) -> tuple[Tensor, Tensor]:
+    """ids [N, P] left-padded with pad_id and mask [N, P] (1 on prompt tokens); P: longest prompt."""
+    width = max(map(len, prompts))
+    ids = torch.full((len(prompts), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(prompts), width), dtype=torch.long)
+    for i, row in enumerate(prompts):
+        ids[i, width - len(row):] = torch.tensor(row, dtype=torch.long)
+        mask[i, width - len(row):] = 1
+    return ids.to(device), mask.to(device)
 
 
 def _pad_to(t: Tensor, width: int, value: float, left: bool) -> Tensor:

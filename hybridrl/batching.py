@@ -14,12 +14,29 @@ sharing (models/forward.py) still runs each prompt once per micro-batch.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Optional, Sequence
 
 import torch
 from torch import Tensor
 
-from hybridrl.config.levers import MicroBatching
+
+@dataclass(frozen=True)
+class MicroBatching:
+    """How one pass splits a worker's rows: `size` responses per micro-batch, or with `max_tokens` set,
+    micro-batches of at most that many real (prompt + response) tokens."""
+
+    size: int
+    max_tokens: Optional[int] = None  # None: fixed-size micro-batches
+
+    @property
+    def dynamic(self) -> bool:
+        return self.max_tokens is not None
+
+
+def largest_divisor(total: int, cap: int) -> int:
+    """The largest d <= cap that divides total (total, cap >= 1)."""
+    return max(d for d in range(1, min(total, cap) + 1) if total % d == 0)
 
 
 def groups_of(keys: Sequence) -> list[list[int]]:

@@ -30,7 +30,7 @@ def _keys_help(cls) -> str:
     if cls is RLConfig:
         lines.append("verl keys without a field here (e.g. actor_rollout_ref.rollout.mode, *.megatron.*) are accepted "
                      "where their value trains as hybridrl trains, and otherwise refused saying why and what to use "
-                     "instead: hybridrl/config/verl_key_table.py lists them. Hydra's +key=value and ++key=value work.")
+                     "instead: hybridrl/vocab/verl_key_table.py lists them. Hydra's +key=value and ++key=value work.")
     return "\n".join(lines)
 
 
@@ -189,26 +189,25 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def cmd_train(args) -> None:
-    from hybridrl.config.validate import load_rl_config
+    from hybridrl.plan.resolve import load_run_plan
     from hybridrl.trainer.launch import launch
 
-    cfg, plan = load_rl_config(args.config, args.overrides)  # every config problem at once
-    launch(cfg, plan)  # the same path as hybridrl.train (hybridrl/api/train.py)
+    run = load_run_plan(args.config, args.overrides)  # every config problem at once
+    launch(run.config, run.batch)  # the same path as hybridrl.train (hybridrl/api/train.py)
 
 
 def cmd_plan(args) -> None:
-    from hybridrl.config.levers import offload_note, zero_advantage_note
-    from hybridrl.config.memory_fixes import check_memory
-    from hybridrl.config.placement import describe_placement
-    from hybridrl.config.validate import load_rl_config
+    from hybridrl.plan.levers import offload_note, zero_advantage_note
+    from hybridrl.plan.memory_fixes import check_memory
+    from hybridrl.plan.resolve import load_run_plan
 
-    cfg, plan = load_rl_config(args.config, args.overrides)  # every config problem at once
-    print(plan.describe())
-    print(describe_placement(cfg))
-    for note in (offload_note(cfg), zero_advantage_note(cfg)):
+    run = load_run_plan(args.config, args.overrides)  # every config problem at once
+    print(run.batch.describe())
+    print(run.placement())
+    for note in (offload_note(run.config), zero_advantage_note(run.config)):
         if note:
             print(note)
-    print(check_memory(cfg, plan).describe())  # a config that cannot fit is refused here, with values that do
+    print(check_memory(run.config, run.batch).describe())  # a config that cannot fit is refused here, with values that do
 
 
 def cmd_sft(args) -> None:
@@ -229,7 +228,7 @@ def cmd_rm(args) -> None:
     cfg = load_config(RMConfig, args.config, args.overrides)
     if args.plan:
         from hybridrl.config.rm import validate_rm_config
-        from hybridrl.config.rm_memory import check_rm_memory, describe_rm_memory
+        from hybridrl.plan.rm_memory import check_rm_memory, describe_rm_memory
 
         for note in validate_rm_config(cfg):
             print(note)
@@ -286,7 +285,7 @@ def cmd_algos(args) -> None:
 
 
 def cmd_export(args) -> None:
-    from hybridrl.models.export import export
+    from hybridrl.trainer.export import export
 
     note = lambda line: print(line, file=sys.stderr)  # noqa: E731  (a checkpoint too old to have checksums)
     with progress.reporting(), progress.phase("export"):  # copying, then loading both folders to compare logits

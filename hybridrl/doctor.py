@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass
 from importlib import metadata, util
 
 from hybridrl import __version__, progress
-from hybridrl.config.precision_auto import ONEDNN_ISA_ENV, cpu_has_fast_bf16, onednn_isa_cap
+from hybridrl.plan.precision_auto import ONEDNN_ISA_ENV, cpu_has_fast_bf16, onednn_isa_cap
 from hybridrl.doctor_checks import Problem, find_problems
 from hybridrl.versions import tested_windows
 
@@ -271,7 +271,7 @@ def _machine_rows(facts: dict) -> list[tuple[str, str]]:
 
 
 def _auto_precision(cpu: dict) -> str:
-    """What the precision keys left `auto` resolve to on this CPU (config/precision_auto.py), and why when capped."""
+    """What the precision keys left `auto` resolve to on this CPU (plan/precision_auto.py), and why when capped."""
     if cpu_has_fast_bf16(cpu["flags"] or [], cpu["onednn_isa_env"]):
         return "bf16 compute, bf16 rollout, token TIS (precision keys left `auto`, on the CPU)"
     cap = onednn_isa_cap(cpu["flags"], cpu["onednn_isa_env"])

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hybridrl.config.precision_auto import cpu_has_bf16_instructions, onednn_isa_cap
+from hybridrl.plan.precision_auto import cpu_has_bf16_instructions, onednn_isa_cap
 from hybridrl.versions import major_minor, untested
 
 TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"

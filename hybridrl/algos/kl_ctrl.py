@@ -13,8 +13,9 @@ from dataclasses import dataclass
 from torch import Tensor
 
 from hybridrl.algos.kl import kl_penalty
-from hybridrl.config.schema import KL_CTRL_TYPES  # the valid values, declared with the key
+from hybridrl.algos.kl_ctrl_types import KL_CTRL_TYPES
 from hybridrl.errors import ConfigError
+
 
 
 @dataclass

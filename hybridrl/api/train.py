@@ -38,11 +38,13 @@ def train(config: ConfigLike = None, *, data: Any = None, val_data: Any = None, 
     """
     from hybridrl.api.rewards import function_ref
     from hybridrl.trainer.callbacks import Callbacks
+    from hybridrl.plan.resolve import load_run_plan
     from hybridrl.trainer.launch import launch
 
     hooks = Callbacks([callbacks] if _single_callback(callbacks) else callbacks)
     file, values = config_source(config)
-    cfg, plan = _load(file, values)  # every config problem before anything is written
+    run = load_run_plan(file, (), values)  # every config problem before anything is written
+    cfg = run.config
     if agent is not None:
         _check_agent(cfg, agent)
     if reward is not None and cfg.custom_reward_function.path is not None:
@@ -52,9 +54,10 @@ def train(config: ConfigLike = None, *, data: Any = None, val_data: Any = None, 
     if data is not None or val_data is not None:
         written, values = _write_data(cfg, values, data, val_data, reward is not None)
         text_prompts = written.text_prompts
-        cfg, plan = _load(file, values)
+        run = load_run_plan(file, (), values)
+        cfg = run.config
     ref = function_ref(reward, reward_weights, text_prompts)
-    summary = launch(cfg, plan, reward=ref, callbacks=hooks, log=log, agent=agent)
+    summary = launch(cfg, run.batch, reward=ref, callbacks=hooks, log=log, agent=agent)
     return Run(os.path.abspath(cfg.trainer.default_local_dir), summary, cfg)
 
 
@@ -89,12 +92,6 @@ def config_source(config: ConfigLike) -> tuple[Optional[str], dict[str, Any]]:
     if isinstance(config, Mapping):
         return None, dict(config)
     raise ConfigError(f"config: a {type(config).__name__}; give a dict of config keys, a YAML file path or an RLConfig")
-
-
-def _load(file: Optional[str], values: dict[str, Any]):
-    from hybridrl.config.validate import load_rl_config
-
-    return load_rl_config(file, (), values)
 
 
 def _write_data(cfg: RLConfig, values: dict[str, Any], data: Any, val_data: Any, own_reward: bool):

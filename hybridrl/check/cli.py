@@ -41,7 +41,7 @@ def run(args) -> int:
     from hybridrl.check.context import CheckContext
     from hybridrl.check.registry import load_checks
     from hybridrl.check.report import exit_code, header_lines, result_lines, summary_line, to_json
-    from hybridrl.config.verl_script import split_script_items
+    from hybridrl.vocab.verl_script import split_script_items
     from hybridrl.library_logs import route_library_logging
 
     if args.list:

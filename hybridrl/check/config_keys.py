@@ -1,16 +1,16 @@
 """The `config` check: the config as `hybridrl train` takes it (every problem at once, the world size's
 arithmetic included), the legal-but-likely-unintended settings train warns about, and the keys set away from
-their defaults that this config never reads (config/inert_keys.py)."""
+their defaults that this config never reads (plan/inert_keys.py)."""
 
 from __future__ import annotations
 
 from hybridrl.check.context import CheckContext
 from hybridrl.check.registry import check
 from hybridrl.check.result import Result, failed, passed
-from hybridrl.config.inert_keys import DROPPED, NOTE, InertKey, inert_keys
-from hybridrl.config.levers import zero_advantage_note
+from hybridrl.plan.inert_keys import DROPPED, NOTE, InertKey, inert_keys
+from hybridrl.plan.levers import zero_advantage_note
 from hybridrl.config.validate import key_warnings
-from hybridrl.config.verl_defaults import given_keys, unset_keys_with_other_defaults
+from hybridrl.vocab.verl_defaults import given_keys, unset_keys_with_other_defaults
 
 
 @check("config")
@@ -18,7 +18,7 @@ def config(ctx: CheckContext) -> Result:
     """The config is one `hybridrl train` accepts: plan's validation finds no problem (all of them are listed at
     once, each naming its key), and no key is set to a value that this config silently ignores (a KL coefficient
     with the KL term off, a tool file with multi-turn off); keys with no effect here, train's warnings, and the
-    keys left unset whose hybridrl default is not verl's (config/verl_defaults.py) are listed."""
+    keys left unset whose hybridrl default is not verl's (vocab/verl_defaults.py) are listed."""
     inert = [k for k in inert_keys(_as_given(ctx)) if not _named_in(k.key, ctx.config_errors)]
     dropped = [k for k in inert if k.level == DROPPED]
     others = _detail_lines(ctx, [k for k in inert if k.level != DROPPED])
@@ -35,11 +35,15 @@ def config(ctx: CheckContext) -> Result:
 
 
 def _as_given(ctx: CheckContext):
-    """The user's config before the micro-batch sizes are derived into it (derived values are not the user's)."""
+    """The user's config before the micro-batch sizes are derived into it (derived values are not the user's):
+    only its `auto` precision keys resolved, as every config is judged (plan/resolve.py fill_precision)."""
     from hybridrl.config.loader import load_config_checked
     from hybridrl.config.schema import RLConfig
+    from hybridrl.plan.resolve import fill_precision
 
-    return load_config_checked(RLConfig, ctx.config_file, ctx.overrides).config
+    cfg = load_config_checked(RLConfig, ctx.config_file, ctx.overrides).config
+    fill_precision(cfg)
+    return cfg
 
 
 def _named_in(key: str, errors: list[str]) -> bool:

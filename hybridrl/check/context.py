@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Callable, Optional
 
-from hybridrl.config.plan import BatchPlan
+from hybridrl.plan.batch_plan import BatchPlan
 from hybridrl.config.schema import RLConfig
 
 RUN_RESPONSE_TOKENS = 32  # the twin run's data.max_response_length cap: enough for a few words, seconds a step
@@ -35,7 +35,7 @@ class CheckContext:
     def loaded(self):
         """(config, errors, plan): every problem `train` would refuse with, none raised; plan None when the
         batch sizes do not make one."""
-        from hybridrl.config.validate import load_rl_config_checked
+        from hybridrl.plan.resolve import load_rl_config_checked
 
         return load_rl_config_checked(self.config_file, self.overrides)
 
@@ -150,7 +150,7 @@ class CheckContext:
 
     def run_config(self, run_dir: str, steps: int = RUN_STEPS, **changes) -> tuple[RLConfig, BatchPlan]:
         """The twin run's config and plan, validated as `train` validates (a problem raises ConfigErrors)."""
-        from hybridrl.config.validate import load_rl_config
+        from hybridrl.plan.resolve import load_rl_config
 
         return load_rl_config(self.config_file, self.run_overrides(run_dir, steps, **changes))
 

@@ -58,7 +58,7 @@ def export_check(ctx) -> Result:
 def exported(straight: TwinRun, lora: bool, work_dir: str) -> tuple[str, Optional[str]]:
     """(the export folder, None) of the twin run's last checkpoint, or (the folder, why `export` refused it): a
     refusal after writing still leaves a folder to diagnose."""
-    from hybridrl.models.export import export
+    from hybridrl.trainer.export import export
 
     checkpoint = step_dir(straight.run_dir, straight.steps)
     if checkpoint is None:

@@ -98,7 +98,7 @@ def pool_changes(ctx, gen: str) -> dict[str, object]:
 
 
 def workers(cfg) -> int:
-    from hybridrl.config.placement import pool_sizes
+    from hybridrl.plan.placement import pool_sizes
 
     return sum(pool_sizes(cfg).values())
 

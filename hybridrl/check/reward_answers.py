@@ -119,7 +119,7 @@ def _generate(ctx: CheckContext, rows: list[tuple[int, dict]], tokens: int):
     through the hf engine the run uses on a CPU; and whether each ended with EOS."""
     from hybridrl.batch import Rollout
     from hybridrl.check.rollouts import prompt_batch
-    from hybridrl.config.levers import rollout_compute_dtype
+    from hybridrl.plan.levers import rollout_compute_dtype
     from hybridrl.models.loading import eos_token_ids, load_causal_lm
     from hybridrl.models.precision import Precision
     from hybridrl.rollout.base import SamplingParams

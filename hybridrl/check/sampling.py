@@ -135,7 +135,7 @@ def nucleus(logits: Tensor, p: float) -> Tensor:
 
 def precisions(cfg) -> tuple[str, str]:
     """(engine, trainer) compute dtype names, 'fp32' | 'bf16'."""
-    from hybridrl.config.levers import actor_dtypes, rollout_compute_dtype
+    from hybridrl.plan.levers import actor_dtypes, rollout_compute_dtype
 
     return rollout_compute_dtype(cfg), actor_dtypes(cfg)[0]
 

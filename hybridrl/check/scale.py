@@ -9,7 +9,7 @@ from typing import Any
 from hybridrl.check.context import CheckContext
 from hybridrl.check.registry import check
 from hybridrl.check.result import Result, failed, passed
-from hybridrl.config.memory import MemoryBudgetError
+from hybridrl.plan.memory import MemoryBudgetError
 from hybridrl.errors import ConfigError
 
 
@@ -19,8 +19,8 @@ def scale(ctx: CheckContext) -> Result:
     workers (and the pools of its own), and each pool's estimated peak memory per worker within its budget
     (the GPU's memory, trainer.memory_per_worker_gb, or the RAM on a CPU); else which memory lever, batch size or
     worker count makes it fit. Sized from the model folder's config and safetensors headers, not its weights."""
-    from hybridrl.config.memory_fixes import check_memory
-    from hybridrl.config.placement import describe_placement
+    from hybridrl.plan.memory_fixes import check_memory
+    from hybridrl.plan.placement import describe_placement
 
     cfg = ctx.cfg
     placement = describe_placement(cfg).splitlines()

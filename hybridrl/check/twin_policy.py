@@ -16,7 +16,7 @@ import torch
 from torch import Tensor
 
 from hybridrl.batch import PromptBatch, Rollout
-from hybridrl.config.plan import BatchPlan
+from hybridrl.plan.batch_plan import BatchPlan
 from hybridrl.config.schema import RLConfig
 from hybridrl.rollout.base import SamplingParams
 
@@ -31,7 +31,7 @@ def twin_cfg(ctx, name: str, **changes) -> tuple[RLConfig, BatchPlan]:
 
 def build_twin_policy(cfg: RLConfig, plan: BatchPlan, dp=None):
     """(policy, tokenizer) exactly as the run builds them (one worker unless `dp`)."""
-    from hybridrl.distributed.dp import SINGLE
+    from hybridrl.parallel.dp import SINGLE
     from hybridrl.models.loading import load_tokenizer
     from hybridrl.workers.build import build_policy
 

@@ -80,7 +80,7 @@ def update(ctx) -> Result:
 # ---- the batch and the update --------------------------------------------------------------------------------
 def describe_split(cfg, batch: TrainBatch, split: dict) -> str:
     """'N responses in k micro-batches of sizes [...]' as the update cuts this batch."""
-    from hybridrl.config.levers import MicroBatching
+    from hybridrl.plan.levers import MicroBatching
     from hybridrl.workers.update_loop import micro_batch_rows_of
 
     micro = cfg.actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu
@@ -91,7 +91,7 @@ def describe_split(cfg, batch: TrainBatch, split: dict) -> str:
 
 
 def _compute_dtype(cfg) -> str:
-    from hybridrl.config.levers import actor_dtypes
+    from hybridrl.plan.levers import actor_dtypes
 
     return actor_dtypes(cfg)[0]
 
@@ -155,7 +155,7 @@ def normaliser(cfg, plan, batch: TrainBatch, metrics: dict[str, dict], dtype: st
 
 
 def zero_advantage(cfg, plan, batch: TrainBatch, split: dict, g_split: list[Tensor], dtype: str) -> Result:
-    from hybridrl.config.levers import skips_zero_advantage, zero_advantage_note
+    from hybridrl.plan.levers import skips_zero_advantage, zero_advantage_note
 
     if not cfg.actor_rollout_ref.actor.skip_zero_advantage:
         return not_applicable(f"{ACTOR}.skip_zero_advantage is off")

@@ -63,7 +63,7 @@ def run_split(cfg, plan, batch: TrainBatch) -> dict:
     """The UpdateSettings changes that reproduce the run's split on the twin's batch: its micro-batch size; with
     use_dynamic_bsz its token budget scaled by the twin's to the run's sequence length, and small enough to make
     at least two micro-batches (the twin's responses are short: the run's budget would hold them all)."""
-    from hybridrl.config.levers import actor_update_batching, skips_zero_advantage
+    from hybridrl.plan.levers import actor_update_batching, skips_zero_advantage
 
     budget = actor_update_batching(cfg, 1).max_tokens
     out = {"skip_zero_advantage": skips_zero_advantage(cfg)}

@@ -1,5 +1,5 @@
 """The `update` check's data-parallel proof: the run's per-rank split over 2 real gloo ranks (spawned processes,
-distributed/dp.py's exchange: the mini-batch's token and response counts summed over ranks, the gradients summed
+parallel/dp.py's exchange: the mini-batch's token and response counts summed over ranks, the gradients summed
 once after the last micro-batch) gives the 1-rank gradient of the whole mini-batch.
 
 Two ranks stand for the declared world: what differs at more ranks is only how many shares the counts and
@@ -45,7 +45,7 @@ def two_rank_gradient(ctx, cfg, plan, tol: float) -> Result:
     if rel <= tol:
         return passed(f"{RANKS} data-parallel ranks give the 1-rank gradient", line)
     return failed(f"{RANKS} data-parallel ranks give {ratio:.3g}x the 1-rank gradient (relative error {rel:.2g})", line,
-                  fix="a hybridrl bug in the ranks' loss normaliser or gradient sum (distributed/dp.py): report it; "
+                  fix="a hybridrl bug in the ranks' loss normaliser or gradient sum (parallel/dp.py): report it; "
                       "until fixed, train on one rank")
 
 
@@ -67,8 +67,8 @@ def _rank(rank: int, port: int, folder: str, config_file, overrides: list[str]) 
     """One rank: the twin run's policy in a group of RANKS, one update of its share; rank 0 saves the gradient."""
     from hybridrl.check.twin_policy import build_twin_policy
     from hybridrl.check.update_grads import full_tensor
-    from hybridrl.config.validate import load_rl_config
-    from hybridrl.distributed.dp import init_data_parallel
+    from hybridrl.plan.resolve import load_rl_config
+    from hybridrl.parallel.dp import init_data_parallel
 
     torch.set_num_threads(1)
     saved = torch.load(os.path.join(folder, "batch.pt"), weights_only=False)

@@ -1,7 +1,7 @@
 """The one generic check of single keys: every leaf's value against the constraints its `doc(...)`
 declares in the schema (ranges, choices, list length; config/schema.py). Every violation of a
 config is returned, one line each, so a command gets all its mistakes in one run; rules that tie
-several keys together live in config/validate.py.
+several keys together live in config/validate.py and plan/checks.py.
 """
 
 from __future__ import annotations

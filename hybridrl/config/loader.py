@@ -2,10 +2,10 @@
 
 Order: dataclass defaults < YAML file < `key=value` overrides (Hydra's `+key=value` and
 `++key=value` too). Every key is checked against the dataclass tree first: a verl key the
-schema lacks gets its own answer from config/verl_keys.py (accepted, or refused saying why), as do
-Hydra's `defaults:` and `hydra:` (config/hydra_keys.py), TRL's names (config/trl_keys.py: `beta`
-is the KL coefficient) and tutorials' words (config/tutorial_keys.py: `actor_lr`); any other unknown key is an error naming the valid keys it plausibly stands
-for (config/suggest.py), or saying that none does; every value is
+schema lacks gets its own answer from vocab/verl_keys.py (accepted, or refused saying why), as do
+Hydra's `defaults:` and `hydra:` (vocab/hydra_keys.py), TRL's names (vocab/trl_keys.py: `beta`
+is the KL coefficient) and tutorials' words (vocab/tutorial_keys.py: `actor_lr`); any other unknown key is an error naming the valid keys it plausibly stands
+for (vocab/suggest.py), or saying that none does; every value is
 type-checked by OmegaConf, re-worded as one line naming the key and the expected type; `${...}`
 references are resolved, a broken one named with its key; and every value is checked against the
 range or choices its field declares (config/constraints.py). All these problems of one command are
@@ -25,13 +25,13 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from hybridrl.config.constraints import check_constraints
-from hybridrl.config.hydra_keys import SECTION as HYDRA_SECTION
-from hybridrl.config.hydra_keys import judge as judge_hydra_key
+from hybridrl.vocab.hydra_keys import SECTION as HYDRA_SECTION
+from hybridrl.vocab.hydra_keys import judge as judge_hydra_key
 from hybridrl.config.schema import RLConfig
-from hybridrl.config.suggest import did_you_mean, suggestions
-from hybridrl.config.trl_keys import answer as trl_answer
-from hybridrl.config.tutorial_keys import answer as tutorial_answer
-from hybridrl.config.verl_keys import judge as judge_verl_key
+from hybridrl.vocab.suggest import did_you_mean, suggestions
+from hybridrl.vocab.trl_keys import answer as trl_answer
+from hybridrl.vocab.tutorial_keys import answer as tutorial_answer
+from hybridrl.vocab.verl_keys import judge as judge_verl_key
 from hybridrl.errors import ConfigError, raise_all
 
 C = TypeVar("C")
@@ -59,7 +59,7 @@ def load_config_checked(cls: type[C], config_file: str | None = None,
                         overrides: list[str] | tuple[str, ...] = (),
                         values: Mapping[str, Any] | None = None) -> LoadedConfig[C]:
     """Like load_config, but the problems are returned with the config instead of raised, so that a
-    caller can add the checks that tie keys together (config/validate.py) to the same report.
+    caller can add the checks that tie keys together (config/validate.py, plan/checks.py: plan/resolve.py does) to the same report.
 
     `values`: a mapping of keys (nested, or dotted like `data.seed`) from Python (hybridrl.train), a layer
     between the YAML file and the overrides, checked exactly as they are."""

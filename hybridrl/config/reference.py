@@ -103,7 +103,7 @@ def render_markdown() -> str:
     lines += _section_table(RLConfig, "`hybridrl train` and `hybridrl plan`",
                             "verl keys without a field here (e.g. `actor_rollout_ref.rollout.mode`, `*.megatron.*`) "
                             "are accepted where their value trains as hybridrl trains, and otherwise refused saying "
-                            "why and what to use instead (`hybridrl/config/verl_key_table.py`).")
+                            "why and what to use instead (`hybridrl/vocab/verl_key_table.py`).")
     lines += _section_table(SFTConfig, "`hybridrl sft`", "Supervised fine-tuning (loss on response tokens only).")
     lines += _section_table(RMConfig, "`hybridrl rm`", "Reward-model training on preference pairs "
                                                        "([reward models](../reward_model.md)).")

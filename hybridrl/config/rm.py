@@ -73,7 +73,7 @@ class RMConfig:
 def validate_rm_config(cfg: RMConfig) -> list[str]:
     """The cross-key rules of a reward-model config (single keys were checked at load); derives a null
     data.micro_batch_size_per_gpu in place. Returns the notes of derived values, for the log."""
-    from hybridrl.trainer.tracking import check_loggers
+    from hybridrl.config.loggers import check_loggers
 
     check_loggers(cfg.trainer.logger)
     keys = {"data.prompt_key": cfg.data.prompt_key, "data.chosen_key": cfg.data.chosen_key,

@@ -11,10 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
+from hybridrl.algos.kl_ctrl_types import KL_CTRL_TYPES  # noqa: F401  re-exported: the controller checks with them
 from hybridrl.config.fields import (  # noqa: F401  re-exported: the valid values are imported from here too
-    BACKENDS, DEVICES, FILTER_METRICS, KL_CTRL_TYPES, LEGACY_WORKER_IMPL, ON_ERROR, RESUME_MODES, REWARD_MANAGERS,
+    BACKENDS, DEVICES, FILTER_METRICS, LEGACY_WORKER_IMPL, ON_ERROR, RESUME_MODES, REWARD_MANAGERS,
     ROLLOUT_DTYPES, ROLLOUT_ENGINES, SEED_MAX, STRATEGIES, TRUNCATION_MODES, WARMUP_STYLES, doc)
-from hybridrl.config.precision_auto import resolve_auto_precision
 from hybridrl.config.schema_policy import (  # noqa: F401  re-exported
     ActorConfig, ActorRolloutRefConfig, EngineKwargs, FSDPConfig, MixedPrecisionConfig, ModelConfig,
     MultiTurnConfig, OptimConfig, PolicyLossConfig, RefConfig, RefFSDPConfig, RefMixedPrecisionConfig,
@@ -177,7 +177,3 @@ class RLConfig:
     ray_kwargs: RayKwargsConfig = field(default_factory=RayKwargsConfig)
     rollout: RolloutPoolConfig = field(default_factory=RolloutPoolConfig)  # async: the separate rollout pool
     async_training: AsyncTrainingConfig = field(default_factory=AsyncTrainingConfig)
-
-    def __post_init__(self) -> None:
-        # `auto` precision keys -> concrete values for this machine, before anything reads them
-        self.auto_notes = resolve_auto_precision(self)  # `key=value (auto: why)` lines for `hybridrl plan`

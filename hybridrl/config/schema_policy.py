@@ -39,7 +39,7 @@ class MixedPrecisionConfig:
     param_dtype: str = doc("auto", "compute dtype of forwards and backwards: fp32 | bf16 (bf16 autocast over fp32 "
                                    "master weights; on a CPU fast only with AVX512-BF16 or AMX, see hybridrl doctor) "
                                    "| auto: bf16 where the hardware has fast bf16, else fp32 "
-                                   "(config/precision_auto.py)")
+                                   "(plan/precision_auto.py)")
     reduce_dtype: str = doc("fp32", "dtype gradients are summed in across data-parallel workers: fp32 | bf16")
     buffer_dtype: str = doc("fp32", "dtype of the model's buffers (rotary frequencies): fp32 (the only value: bf16 "
                                     "positions lose precision)")

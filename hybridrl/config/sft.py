@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
-from hybridrl.config.plan import largest_divisor
+from hybridrl.batching import largest_divisor
 from hybridrl.config.schema import SEED_MAX, WARMUP_STYLES, doc
 from hybridrl.errors import ConfigError
 
@@ -68,7 +68,7 @@ class SFTConfig:
 def validate_sft_config(cfg: SFTConfig) -> list[str]:
     """The cross-key rules of an SFT config (single keys were checked at load); derives a null
     data.micro_batch_size_per_gpu in place (derive_micro_batch). Returns the notes of derived values, for the log."""
-    from hybridrl.trainer.tracking import check_loggers
+    from hybridrl.config.loggers import check_loggers
 
     check_loggers(cfg.trainer.logger)
     return derive_micro_batch(cfg.data)

@@ -1,43 +1,21 @@
-"""The checks that tie several keys together (and the registry names), run once right after parsing.
+"""The checks that tie several keys together and read nothing but the config: the reward, checkpoint, sampling,
+LoRA, vLLM, pool, distillation and DAPO rules, and the warnings about legal but probably unintended combinations.
 
 A single key's range or choices is declared beside it in the schema and checked when the config is
-loaded (config/constraints.py); a key naming a registry's plug-in is checked here, always
-(config/choice_keys.py). Here every independent check runs and its problems are collected, so
-a command gets all of them at once (errors.ConfigErrors); a check that needs an earlier one to have
-passed (the critic's batch plan needs a known advantage estimator) is skipped when that one failed.
+loaded (config/constraints.py); a key naming a registry's plug-in is checked by config/choice_keys.py. The
+checks that need which roles a config builds, its batch plan or the user's files (tools, agent) are plan/checks.py's,
+which runs these and those in one sequence, collecting every problem (errors.ConfigErrors), for plan/resolve.py.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import os
-from typing import Any, Callable, Mapping, Optional
+from typing import Callable, Optional
 
-from hybridrl.algos.advantages import ADV_ESTIMATORS
 from hybridrl.algos.distill import NO_TEACHER_GRADIENT, UNBIASED_AS_REWARD
-from hybridrl.config.agent_checks import check_agent
-from hybridrl.config.async_checks import check_async
-from hybridrl.config.choice_keys import check_choice_keys
-from hybridrl.config.derive import derive_micro_batches
-from hybridrl.config.inert_keys import InertKey, inert_keys
-from hybridrl.config.levers import check_levers, resolve_backend
-from hybridrl.config.plan import BatchPlan
-from hybridrl.config.roles import (  # noqa: F401
-    actor_plan,
-    critic_batch_plan,
-    critic_world_size,
-    needs_critic,
-    needs_reference,
-    needs_teacher,
-)
 from hybridrl.config.schema import CriticModelConfig, ModelConfig, RLConfig
 from hybridrl.errors import ConfigError, messages_of, raise_all
-from hybridrl.trainer.tracking import check_loggers
-
-
-# the attribute holding the inert keys of a config as it was given (config_warnings): validation fills in derived
-# micro-batch sizes and the backend, which the user did not set
-GIVEN_INERT = "given_inert_keys"
 
 
 def check_choice(key: str, value: str, choices: tuple[str, ...] | list[str]) -> None:
@@ -61,7 +39,7 @@ class Problems:
         return True
 
 
-def _check_custom_reward_file(cfg: RLConfig) -> None:
+def check_custom_reward_file(cfg: RLConfig) -> None:
     path = cfg.custom_reward_function.path
     if path is not None and not os.path.isfile(path):  # it is imported only once the models are loaded
         raise ConfigError(f"custom_reward_function.path={path!r}: "
@@ -69,7 +47,7 @@ def _check_custom_reward_file(cfg: RLConfig) -> None:
                           "file that defines the reward function")
 
 
-def _check_reward(cfg: RLConfig) -> None:
+def check_reward(cfg: RLConfig) -> None:
     rm = cfg.reward_model
     if rm.reward_manager == "batch" and not cfg.custom_reward_function.path:
         raise ConfigError("reward_model.reward_manager=batch calls a batched user function; set "
@@ -88,20 +66,7 @@ def _check_reward(cfg: RLConfig) -> None:
                           "is learned; give one of them a weight > 0")
 
 
-def _check_multi_turn(cfg: RLConfig) -> None:
-    mt = cfg.actor_rollout_ref.rollout.multi_turn
-    if not mt.enable:
-        return
-    key = "actor_rollout_ref.rollout.multi_turn"
-    if not mt.tool_config_path:
-        raise ConfigError(f"{key}.enable=true needs {key}.tool_config_path (a YAML file listing the tools; "
-                          "see examples/tool_calc/tools.yaml)")
-    from hybridrl.rollout.tools.loading import load_tools
-
-    load_tools(mt.tool_config_path)  # a bad file or class fails now, not at the first rollout
-
-
-def _check_checkpointing(cfg: RLConfig) -> None:
+def check_checkpointing(cfg: RLConfig) -> None:
     tr = cfg.trainer
     if tr.resume_mode == "resume_path" and not tr.resume_from_path:
         raise ConfigError("trainer.resume_mode=resume_path needs trainer.resume_from_path=<run folder>/global_step_<N>")
@@ -116,104 +81,7 @@ def needs_ground_truth(cfg: RLConfig) -> bool:
     return not (rm.enable and rm.rule_weight == 0.0)
 
 
-def validate_rl_config(cfg: RLConfig) -> BatchPlan:
-    """Every problem of the rules that tie keys together, at once (ConfigErrors); else derive the
-    micro-batch sizes left null (config/derive.py, in place) and return the policy's batch plan."""
-    problems = Problems()
-    plan = check_rl_config(cfg, problems)
-    raise_all(problems.errors)
-    assert plan is not None  # no problem: the plan was made
-    return plan
-
-
-def load_rl_config(config_file: Optional[str], overrides: list[str] | tuple[str, ...],
-                   values: Optional[Mapping[str, Any]] = None) -> tuple[RLConfig, BatchPlan]:
-    """load_config + validate_rl_config with one report: the unknown keys, wrong types and values out
-    of range, and with them the cross-key problems that do not involve a refused key (those keys hold
-    their defaults while checking, so a problem that names one may be an artefact of that). `values`:
-    keys given from Python (hybridrl.train), between the file and the overrides."""
-    cfg, errors, plan = load_rl_config_checked(config_file, overrides, values)
-    raise_all(errors)
-    assert plan is not None
-    return cfg, plan
-
-
-def load_rl_config_checked(config_file: Optional[str], overrides: list[str] | tuple[str, ...],
-                           values: Optional[Mapping[str, Any]] = None
-                           ) -> tuple[RLConfig, list[str], Optional[BatchPlan]]:
-    """load_rl_config's config, problems and plan, returned instead of raised (`hybridrl check` reports them as
-    one of its lines); the plan is None when the batch sizes do not make one."""
-    from hybridrl.config.loader import load_config_checked
-
-    loaded = load_config_checked(RLConfig, config_file, overrides, values)
-    problems = Problems()
-    plan = check_rl_config(loaded.config, problems)
-    errors = loaded.errors + [m for m in problems.errors if not _mentions(m, loaded.refused)]
-    return loaded.config, list(dict.fromkeys(errors)), plan
-
-
-def _mentions(message: str, keys: set[str]) -> bool:
-    """Does the message name one of the keys (in full, or by its last two parts, e.g. rollout.n)?"""
-    return any(k in message or ".".join(k.split(".")[-2:]) in message for k in keys)
-
-
-def check_rl_config(cfg: RLConfig, problems: Problems) -> Optional[BatchPlan]:
-    """Run every cross-key check, recording problems; the batch plan when the batch sizes are valid."""
-    check = problems.check
-    alg = cfg.algorithm
-    if not hasattr(cfg, GIVEN_INERT):  # the keys as the user set them, before anything is filled in below
-        setattr(cfg, GIVEN_INERT, tuple(inert_keys(cfg)))
-    resolve_backend(cfg)  # auto -> local | ray, before anything reads it
-    for fn in (_check_custom_reward_file, _check_reward, _check_checkpointing, _check_multi_turn, _check_sampling, _check_dapo,
-               _check_vllm, _check_distillation, check_async, check_agent):
-        check(fn, cfg)
-    check(check_loggers, cfg.trainer.logger)
-    check(check_choice_keys, cfg)  # every registry name, whether or not its switch is on
-    if alg.adv_estimator not in ADV_ESTIMATORS:
-        return None  # which roles exist (critic, reference) and so everything below depends on it
-    batches_ok = check(_check_estimator, cfg)
-    for fn in (_check_backend, _check_lora_sections):
-        check(fn, cfg)
-    # the teacher's log-prob pass is batched by the reference's keys (workers/build.py build_teacher)
-    ref_pass = needs_reference(cfg) or needs_teacher(cfg)
-    check(check_levers, cfg, needs_critic(cfg), ref_pass)
-    if not batches_ok or problems.errors:  # the memory fit reads every role's settings: only a valid config
-        return None
-    try:
-        return derive_micro_batches(cfg, needs_critic(cfg), ref_pass)
-    except ConfigError as e:
-        problems.errors.extend(messages_of(e))
-        return None
-
-
-def _check_estimator(cfg: RLConfig) -> None:
-    """The advantage estimator's needs: groups of responses, or a critic (with its own batch plan)."""
-    alg, tr, rollout = cfg.algorithm, cfg.trainer, cfg.actor_rollout_ref.rollout
-    problems = Problems()
-    groups = ADV_ESTIMATORS.entry(alg.adv_estimator).meta.get("needs_groups")
-    if groups and rollout.n < 2:
-        problems.errors.append(
-            f"algorithm.adv_estimator={alg.adv_estimator} compares the responses to one prompt, so it needs "
-            f"actor_rollout_ref.rollout.n >= 2 (got {rollout.n}); set actor_rollout_ref.rollout.n=8, for example")
-    elif groups and not rollout.do_sample:  # greedy: the group's responses are one response n times
-        problems.errors.append(
-            f"actor_rollout_ref.rollout.do_sample=false gives the {rollout.n} responses to a prompt the same tokens, so "
-            f"algorithm.adv_estimator={alg.adv_estimator} (which compares them) gives every one advantage 0 and "
-            "nothing is learned; set actor_rollout_ref.rollout.do_sample=true")
-    problems.check(actor_plan, cfg)
-    c = cfg.critic
-    # a critic pool sized wrong (none, or two ways) is _check_pools' one message, not also a batch plan's
-    if needs_critic(cfg) and not (c.enable_resource_pool and (c.n_workers is not None
-                                                             or c.n_gpus_per_node * c.nnodes < 1)):
-        problems.check(critic_batch_plan, cfg)
-    elif tr.critic_warmup:
-        problems.errors.append(
-            f"trainer.critic_warmup={tr.critic_warmup} needs a critic, but algorithm.adv_estimator={alg.adv_estimator} "
-            "uses none; set algorithm.adv_estimator=gae or trainer.critic_warmup=0")
-    raise_all(problems.errors)
-
-
-def _check_sampling(cfg: RLConfig) -> None:
+def check_sampling(cfg: RLConfig) -> None:
     """Sampling needs a temperature > 0 (the training rollouts' and the validation's alike)."""
     rollout = cfg.actor_rollout_ref.rollout
     problems = []
@@ -226,35 +94,7 @@ def _check_sampling(cfg: RLConfig) -> None:
     raise_all(problems)
 
 
-def _check_backend(cfg: RLConfig) -> None:
-    tr = cfg.trainer
-    if tr.backend == "local" and tr.n_gpus_per_node * tr.nnodes != 1:
-        raise ConfigError(
-            f"trainer.n_gpus_per_node * trainer.nnodes = {tr.n_gpus_per_node * tr.nnodes} with trainer.backend=local, "
-            "which trains in this one process; set trainer.backend=ray for several workers, or "
-            "trainer.n_gpus_per_node=1 trainer.nnodes=1")
-    if tr.device == "cuda" and tr.backend == "local":
-        import torch
-
-        if not torch.cuda.is_available():
-            raise ConfigError("trainer.device=cuda but torch sees no GPU here (torch.cuda.is_available() is false: a "
-                              "CPU build of torch, or no driver); set trainer.device=cpu")
-    _check_pools(cfg)
-    if tr.backend == "ray" and importlib.util.find_spec("ray") is None:
-        raise ConfigError("trainer.backend=ray needs the ray package: pip install 'ray>=2.40' (or pip install "
-                          "'hybridrl[ray]'), or set trainer.backend=local")
-
-
 LORA_KEYS = ("lora_alpha", "target_modules", "exclude_modules", "lora_adapter_path")  # used only when lora_rank > 0
-
-
-def _check_lora_sections(cfg: RLConfig) -> None:
-    """LoRA on the policy (actor_rollout_ref.model.lora_*) and on the value model (critic.model.lora_*)."""
-    tr, arr = cfg.trainer, cfg.actor_rollout_ref
-    _check_lora(arr.model, "actor_rollout_ref.model", "actor_rollout_ref.actor.strategy", arr.actor.strategy,
-                tr.n_gpus_per_node * tr.nnodes)
-    if needs_critic(cfg):  # like every critic.* key, read only when there is a critic
-        _check_lora(cfg.critic.model, "critic.model", "critic.strategy", cfg.critic.strategy, critic_world_size(cfg))
 
 
 def _changed_lora_keys(m: ModelConfig | CriticModelConfig) -> list[str]:
@@ -263,7 +103,7 @@ def _changed_lora_keys(m: ModelConfig | CriticModelConfig) -> list[str]:
     return [k for k in LORA_KEYS if hasattr(m, k) and getattr(m, k) != getattr(defaults, k)]
 
 
-def _check_lora(m: ModelConfig | CriticModelConfig, key: str, strategy_key: str, strategy: str, world: int) -> None:
+def check_lora(m: ModelConfig | CriticModelConfig, key: str, strategy_key: str, strategy: str, world: int) -> None:
     """One model section's lora_* keys (models/lora.py). `key` names the section in errors; `strategy_key`,
     `strategy` and `world` are the role's sharding key, its value and its data-parallel ranks."""
     changed = _changed_lora_keys(m)
@@ -316,7 +156,7 @@ def _check_adapter_path(m, changed: list[str]) -> None:
                           "remove them")
 
 
-def _check_vllm(cfg: RLConfig) -> None:
+def check_vllm(cfg: RLConfig) -> None:
     rollout = cfg.actor_rollout_ref.rollout
     _check_rollout_tp(cfg)
     if rollout.name != "vllm":
@@ -343,37 +183,7 @@ def _check_rollout_tp(cfg: RLConfig) -> None:
                           f"trainer.n_gpus_per_node or lower the key")
 
 
-def _check_pools(cfg: RLConfig) -> None:
-    """A role in its own resource pool (backend=ray only)."""
-    tr, c, rm = cfg.trainer, cfg.critic, cfg.reward_model
-    if c.enable_resource_pool:
-        if c.n_workers is not None:
-            raise ConfigError(f"critic.enable_resource_pool=true and critic.n_workers={c.n_workers} both size the "
-                              "critic's own pool; give one: critic.n_gpus_per_node and critic.nnodes (laid out per "
-                              "node), or critic.n_workers alone")
-        if not needs_critic(cfg):
-            raise ConfigError(f"critic.enable_resource_pool=true but algorithm.adv_estimator="
-                              f"{cfg.algorithm.adv_estimator} uses no critic; remove it (or set "
-                              "algorithm.adv_estimator=gae)")
-        _check_own_pool("critic", "", True, "the critic", tr.backend, c.n_gpus_per_node, c.nnodes)
-    if c.n_workers is not None:
-        if not needs_critic(cfg):
-            raise ConfigError(f"critic.n_workers={c.n_workers} gives the critic its own workers, but "
-                              f"algorithm.adv_estimator={cfg.algorithm.adv_estimator} uses no critic; remove "
-                              "critic.n_workers (or set algorithm.adv_estimator=gae)")
-        if tr.backend != "ray":
-            raise ConfigError(f"critic.n_workers={c.n_workers} puts the critic in its own worker processes, which "
-                              "needs trainer.backend=ray; set it, or remove critic.n_workers")
-    if rm.enable_resource_pool:
-        _check_own_pool("reward_model", "reward_model.enable", rm.enable, "the reward model", tr.backend,
-                        rm.n_gpus_per_node, rm.nnodes)
-    d = cfg.distillation
-    if d.enable_resource_pool:
-        _check_own_pool("distillation", "distillation.enabled", d.enabled, "the teacher", tr.backend,
-                        d.n_gpus_per_node, d.nnodes)
-
-
-def _check_own_pool(section: str, switch: str, on: bool, what: str, backend: str, n: int, nodes: int) -> None:
+def check_own_pool(section: str, switch: str, on: bool, what: str, backend: str, n: int, nodes: int) -> None:
     """`section`.enable_resource_pool=true (the reward model's or the teacher's own Ray workers): the role must be
     on (`switch`), the backend Ray, and the pool at least one worker on one node."""
     if not on:
@@ -388,7 +198,7 @@ def _check_own_pool(section: str, switch: str, on: bool, what: str, backend: str
                           f"{section}.n_gpus_per_node=1 {section}.nnodes=1")
 
 
-def _check_distillation(cfg: RLConfig) -> None:
+def check_distillation(cfg: RLConfig) -> None:
     """distillation.*: a teacher when enabled, none when not, an estimator whose gradient reads the teacher, and
     something left to train."""
     dist = cfg.distillation
@@ -413,7 +223,7 @@ def _check_distillation(cfg: RLConfig) -> None:
     raise_all(problems)
 
 
-def _check_dapo(cfg: RLConfig) -> None:
+def check_dapo(cfg: RLConfig) -> None:
     d, fg, ob = cfg.data, cfg.algorithm.filter_groups, cfg.reward_model.overlong_buffer
     problems = []
     if fg.enable and cfg.actor_rollout_ref.rollout.n < 2:
@@ -426,18 +236,6 @@ def _check_dapo(cfg: RLConfig) -> None:
         problems.append(f"reward_model.overlong_buffer.len={ob.len} must be in [1, data.max_response_length) = "
                         f"[1, {d.max_response_length})")
     raise_all(problems)
-
-
-def config_warnings(cfg: RLConfig) -> list[str]:
-    """Legal but probably unintended settings, logged at start-up, one line each: the combinations of keys
-    (key_warnings), then every key set away from its default that this config never reads, and why
-    (config/inert_keys.py; judged on the config as given, before validation derived values into it)."""
-    inert = getattr(cfg, GIVEN_INERT, None)
-    return key_warnings(cfg) + [_inert_line(k) for k in (inert_keys(cfg) if inert is None else inert)]
-
-
-def _inert_line(k: InertKey) -> str:
-    return k.line() + (f"; set {k.fix} for it to count, or remove it" if k.fix else "")
 
 
 def key_warnings(cfg: RLConfig) -> list[str]:

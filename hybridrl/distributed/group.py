@@ -31,17 +31,17 @@ from torch import Tensor
 
 from hybridrl.batch import PromptBatch, Rollout, Sequences, TrainBatch, concat_rollouts, num_rows, select
 from hybridrl.batching import balanced_shards, shard_rows
-from hybridrl.config.plan import BatchPlan
-from hybridrl.config.levers import (
+from hybridrl.plan.batch_plan import BatchPlan
+from hybridrl.plan.levers import (
     actor_update_batching,
     critic_update_batching,
     critic_values_batching,
     log_prob_batching,
     ref_batching,
 )
-from hybridrl.config.placement import pool_roles, pool_sizes
+from hybridrl.plan.placement import pool_roles, pool_sizes
 from hybridrl.config.schema import RLConfig
-from hybridrl.config.validate import critic_batch_plan, needs_critic, needs_reference, needs_teacher
+from hybridrl.plan.roles import critic_batch_plan, needs_critic, needs_reference, needs_teacher
 from hybridrl.distributed.cluster import init_ray
 from hybridrl.distributed.failures import blame_order, died, failure_of
 from hybridrl.distributed.placement_group import PoolPlacement, check_same_group, driver_placement_group, worker_cpus
@@ -435,7 +435,7 @@ class TeacherGroup:
 
 
 class CriticGroup:
-    """The critic of every rank of its pool (the actor pool, or its own: config/roles.py critic_pool_workers)."""
+    """The critic of every rank of its pool (the actor pool, or its own: plan/roles.py critic_pool_workers)."""
 
     def __init__(self, pool: WorkerPool, mini_per_worker: int, balance_update: bool = False, balance_values: bool = False):
         self.pool, self.mini_per_worker = pool, mini_per_worker

@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextlib
 from typing import Mapping, Optional, Sequence
 
-from hybridrl.config.placement import LAYOUT_SECTION, per_node
+from hybridrl.plan.placement import LAYOUT_SECTION, per_node
 from hybridrl.config.schema import RLConfig
 from hybridrl.errors import ConfigError, HybridRLError
 

@@ -22,7 +22,7 @@ from typing import Optional
 import torch
 
 from hybridrl.batch import PromptBatch, Rollout, to_device
-from hybridrl.config.plan import BatchPlan
+from hybridrl.plan.batch_plan import BatchPlan
 from hybridrl.config.schema import RLConfig
 from hybridrl.distributed.worker import Diagnosable
 from hybridrl.rollout.base import SamplingParams, generate_rollout

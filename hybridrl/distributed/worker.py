@@ -22,11 +22,11 @@ import torch
 from torch import Tensor
 
 from hybridrl.batch import PromptBatch, Rollout, Sequences, TrainBatch
-from hybridrl.config.plan import BatchPlan
+from hybridrl.plan.batch_plan import BatchPlan
 from hybridrl.config.schema import RLConfig
 from hybridrl.distributed.address import bind_gloo_to_node, meeting_address
-from hybridrl.distributed.dp import SINGLE, init_data_parallel
 from hybridrl.models.flops import ModelShape
+from hybridrl.parallel.dp import SINGLE, init_data_parallel
 from hybridrl.rollout.base import SamplingParams
 from hybridrl.rollout.tp_layout import RolloutLayout, RolloutSeat, check_within_nodes, local_rank, rank_cores
 from hybridrl.timeline import TimelineWorker, recorded

@@ -150,8 +150,8 @@ def _multi_turn_json(mt: Optional[MultiTurnSettings]) -> dict:
 
 def model_folder(path: str, flag: str, log: Optional[Callable[[str], None]] = None) -> str:
     """The HF folder of a bundled name, an HF folder, a run folder or a global_step_<N> folder; a
-    checkpoint's files are verified against its manifest's checksums (models/export.actor_folder)."""
-    from hybridrl.models.export import DamagedCheckpoint, actor_folder
+    checkpoint's files are verified against its manifest's checksums (trainer/export.actor_folder)."""
+    from hybridrl.trainer.export import DamagedCheckpoint, actor_folder
 
     if path in BUNDLED:
         return str(BUNDLED[path])

@@ -5,8 +5,8 @@
   with Sublinear Memory Cost"); the same gradients, one more forward of the layers;
 - host-memory offload on a GPU (fsdp_config.optimizer_offload, ref.fsdp_config.param_offload): state
   a phase does not use waits in host memory and comes to the GPU only for the phase that does.
-  FSDP2's parameter offload is its own CPUOffloadPolicy (distributed/sharding.py); these are the two
-  the strategies do not cover. On a CPU device neither is installed (config/levers.offload_note).
+  FSDP2's parameter offload is its own CPUOffloadPolicy (parallel/sharding.py); these are the two
+  the strategies do not cover. On a CPU device neither is installed (plan/levers.offload_note).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ def enable_checkpointing(module: torch.nn.Module) -> None:
     non-reentrant: frozen inputs (LoRA's embeddings) need no requires_grad trick, and it composes with
     autocast and FSDP2's per-layer hooks. Active in train() mode only, so generation (eval mode) keeps
     its KV cache; in train mode HF's layers drop past_key_values, which is why the padded prompt sharing
-    is refused with it (config/levers.py)."""
+    is refused with it (plan/levers.py)."""
     kwargs = {"use_reentrant": False}
     if hasattr(module, "activation_checkpointing_enable"):  # transformers >= 5.24; the old name warns there
         module.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)

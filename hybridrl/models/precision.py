@@ -1,5 +1,5 @@
 """Mixed precision as a policy: each role's compute and gradient-reduction dtypes, chosen once from
-its config section (config/levers.py resolves the effective names) and consulted around its forwards.
+its config section (plan/levers.py resolves the effective names) and consulted around its forwards.
 
 bf16 compute over fp32 master weights (Micikevicius et al. 2018, "Mixed Precision Training", with
 bf16's fp32 exponent range, so no loss scaling): the module keeps fp32 parameters and AdamW state;
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import torch
 
-DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}  # config/levers.dtype_name's names
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}  # plan/levers.dtype_name's names
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-FAMILY = ("qwen2", "llama", "mistral")
+from hybridrl.models.families import FAMILY
 
 
 # oneDNN reorders a bf16 weight only on a CPU with one of these sets (torch: "bf16 path needs the cpu support
@@ -33,7 +33,7 @@ def can_pack(device: torch.device | str, dtype: torch.dtype = torch.float32) -> 
     weights."""
     import platform
 
-    from hybridrl.config.precision_auto import cpu_flags
+    from hybridrl.plan.precision_auto import cpu_flags
 
     onednn = (torch.device(device).type == "cpu" and platform.machine().lower() in ("x86_64", "amd64")
               and torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_reorder_linear_weight")

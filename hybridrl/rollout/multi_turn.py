@@ -26,9 +26,9 @@ from typing import Iterable
 import torch
 from torch import Tensor
 
+from hybridrl.openai_api.hermes import end_of_first_call, parse_tool_calls
 from hybridrl.rollout.base import Generation, RolloutEngine, SamplingParams
 from hybridrl.rollout.tools.base import ERROR_KINDS, CallResult, Tool, run_calls
-from hybridrl.rollout.tools.parser import end_of_first_call, parse_tool_calls
 from hybridrl.surrogates import replace_lone_surrogates
 
 _MARK_A, _MARK_T = "\x00ASSISTANT\x00", "\x00TOOL\x00"

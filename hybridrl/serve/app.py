@@ -21,11 +21,11 @@ from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 
-from hybridrl.serve.protocol import APIError, ChatRequest, CompletionRequest, parse
+from hybridrl.openai_api.protocol import APIError, ChatRequest, CompletionRequest, parse
+from hybridrl.openai_api.tools import template_messages
 from hybridrl.serve.requests import Limits, Plan, chat_plan, completion_plan, early_checks
-from hybridrl.serve.responses import Meta, collect, stream
+from hybridrl.serve.responses import ServeMeta, collect, stream
 from hybridrl.serve.service import GenerationService, internal_error
-from hybridrl.serve.tools import template_messages
 
 log = logging.getLogger("hybridrl.serve")
 
@@ -144,7 +144,7 @@ def _v1_router(service: GenerationService, settings: AppSettings) -> APIRouter:
         echo = None
         if req.echo:  # the prompt's text as given, or the decoded token ids
             echo = await run_in_threadpool(lambda: [p if isinstance(p, str) else service.decode(p) for p in req.prompt])
-        meta = Meta("completion", settings.model_name, n=plan.n, logprobs=plan.logprobs is not None, echo=echo)
+        meta = ServeMeta("completion", settings.model_name, n=plan.n, logprobs=plan.logprobs is not None, echo=echo)
         return await _respond(service, meta, plan)
 
     @router.post("/chat/completions")
@@ -154,8 +154,8 @@ def _v1_router(service: GenerationService, settings: AppSettings) -> APIRouter:
         tools = [t.model_dump(exclude_none=True) for t in req.tools] if req.tools else None
         prompt = await run_in_threadpool(service.encode_chat, messages, tools)
         plan = chat_plan(req, prompt, limits)
-        meta = Meta("chat", settings.model_name, logprobs=plan.logprobs is not None, tools=req.parses_tools,
-                    counters=service.counters)
+        meta = ServeMeta("chat", settings.model_name, logprobs=plan.logprobs is not None, tools=req.parses_tools,
+                         counters=service.counters)
         return await _respond(service, meta, plan)
 
     return router
@@ -174,7 +174,7 @@ def _check_model(name: str, served: str, param: str) -> None:
                        "model_not_found")
 
 
-async def _respond(service: GenerationService, meta: Meta, plan: Plan):
+async def _respond(service: GenerationService, meta: ServeMeta, plan: Plan):
     """Queue the plan's jobs; stream server-sent events, or return the whole body once done."""
     pending = service.submit(plan)
     if plan.stream:

@@ -13,11 +13,10 @@ any batch (up to float near-ties of ~1e-7 in the probabilities).
 
 from __future__ import annotations
 
-from typing import Sequence
-
 import torch
 from torch import Tensor
 
+from hybridrl.batch import left_pad
 from hybridrl.rollout.base import SamplingParams
 from hybridrl.rollout.hf import HFRolloutEngine
 from hybridrl.serve.backend import Backend
@@ -41,17 +40,6 @@ def select_batch(queued: list[Job], limit: int, max_model_len: int) -> list[Job]
         batch.append(job)
         longest_prompt, most_tokens = p, t
     return batch
-
-
-def left_pad(prompts: Sequence[list[int]], pad_id: int, device) -> tuple[Tensor, Tensor]:
-    """ids [N, P] left-padded with pad_id and mask [N, P] (1 on prompt tokens); P: longest prompt."""
-    width = max(map(len, prompts))
-    ids = torch.full((len(prompts), width), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(prompts), width), dtype=torch.long)
-    for i, row in enumerate(prompts):
-        ids[i, width - len(row):] = torch.tensor(row, dtype=torch.long)
-        mask[i, width - len(row):] = 1
-    return ids.to(device), mask.to(device)
 
 
 class HFBackend(Backend):

@@ -18,8 +18,9 @@ from typing import Callable, Optional, Sequence
 
 import torch
 
+from hybridrl.openai_api.logprobs import TokenLogprob
 from hybridrl.rollout.keyed import splitmix64
-from hybridrl.serve.logprobs import RawLogprob, TokenLogprob, spell
+from hybridrl.serve.logprobs import RawLogprob, spell
 from hybridrl.serve.text import TextStream
 
 log = logging.getLogger("hybridrl.serve")

@@ -1,13 +1,10 @@
-"""Log-probs the server returns: computed from logits (engine side) and written as OpenAI writes them.
+"""Log-probs the server returns, computed from logits (engine side); openai_api/logprobs.py writes them as
+OpenAI does.
 
 Which distribution: the model's own, log_softmax of the raw logits in fp32, before temperature,
 top-k and top-p (OpenAI's and vLLM's default "raw" log-probs). A sampled token's log-prob thus
 does not depend on the request's sampling settings, and a prompt's log-probs are exactly those an
 `hf` evaluator (lm-evaluation-harness) computes from a plain forward.
-
-Two shapes: chat's `logprobs.content` list ({token, logprob, bytes, top_logprobs}) and the legacy
-completions object (tokens, token_logprobs, top_logprobs as dicts, text_offset). With `echo` the
-prompt's tokens come first and the first of them has no log-prob (None), as OpenAI and vLLM write it.
 """
 
 from __future__ import annotations
@@ -18,8 +15,7 @@ from typing import Callable, Optional, Sequence
 import torch
 from torch import Tensor
 
-MAX_CHAT_TOP = 20  # OpenAI's bound on chat `top_logprobs`
-MAX_LEGACY_TOP = 5  # OpenAI's bound on completions `logprobs`
+from hybridrl.openai_api.logprobs import TokenLogprob
 
 
 @dataclass(frozen=True)
@@ -29,15 +25,6 @@ class RawLogprob:
     token: int
     logprob: Optional[float]  # None: the first prompt token (nothing precedes it)
     top: tuple[tuple[int, float], ...] = ()  # the k most likely tokens at that position, most likely first
-
-
-@dataclass(frozen=True)
-class TokenLogprob:
-    """RawLogprob with its tokens spelled (the text of each token decoded alone, special tokens kept)."""
-
-    token: str
-    logprob: Optional[float]
-    top: tuple[tuple[str, float], ...] = ()
 
 
 def from_logits(logits: Tensor, tokens: Sequence[int], k: int) -> list[RawLogprob]:
@@ -64,27 +51,3 @@ def spell(raw: Sequence[RawLogprob], decode: Callable[[list[int]], list[str]]) -
     texts = iter(decode(ids))
     tokens = [next(texts) for _ in raw]
     return [TokenLogprob(tok, r.logprob, tuple((next(texts), lp) for _, lp in r.top)) for tok, r in zip(tokens, raw)]
-
-
-def _entry(token: str, logprob: float) -> dict:
-    return {"token": token, "logprob": logprob, "bytes": list(token.encode("utf-8"))}
-
-
-def chat_logprobs(entries: Sequence[TokenLogprob]) -> dict:
-    """choices[i].logprobs of a chat response (or of one chunk): {"content": [...]}."""
-    return {"content": [{**_entry(e.token, e.logprob), "top_logprobs": [_entry(t, lp) for t, lp in e.top]}
-                        for e in entries]}
-
-
-def legacy_logprobs(entries: Sequence[TokenLogprob], offset: int = 0) -> dict:
-    """choices[i].logprobs of a completions response (or chunk); `offset`: where the first token's text
-    starts in the choice's text. top_logprobs holds the top k and the token itself (vLLM's legacy shape);
-    a position without a log-prob (the first prompt token) has None for both."""
-    offsets = []
-    for e in entries:
-        offsets.append(offset)
-        offset += len(e.token)
-    # the token first, so that a top-k token spelled the same keeps its own (higher or equal) log-prob
-    tops = [None if e.logprob is None else {e.token: e.logprob, **dict(e.top)} for e in entries]
-    return {"tokens": [e.token for e in entries], "token_logprobs": [e.logprob for e in entries],
-            "top_logprobs": tops, "text_offset": offsets}

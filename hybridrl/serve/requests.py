@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Optional
 
+from hybridrl.openai_api.protocol import APIError, ChatRequest, CompletionRequest, BaseRequest
 from hybridrl.serve.jobs import Sampling
-from hybridrl.serve.protocol import APIError, ChatRequest, CompletionRequest, BaseRequest
 
 COMPLETION_DEFAULT_MAX_TOKENS = 16  # OpenAI's default for /v1/completions
 MAX_PROMPTS = 64  # prompts in one /v1/completions request

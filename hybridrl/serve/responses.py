@@ -1,55 +1,36 @@
 """OpenAI response bodies and server-sent-event chunks for /v1/completions ("completion") and
-/v1/chat/completions ("chat"), built from a request's Deltas (serve/jobs.py)."""
+/v1/chat/completions ("chat"), built from a request's Deltas (serve/jobs.py) on openai_api/responses.py.
+
+A chat turn that may hold tool calls (openai_api/tools.py) streams held back from the first `<tool_call>`
+(or a text that may be its start) to the end of the turn (ToolStream), so a client never sees half a call
+as text; the text before it streams as usual.
+"""
 
 from __future__ import annotations
 
-import json
-import time
-import uuid
 from dataclasses import dataclass, field
 from typing import AsyncIterator, Optional
 
+from hybridrl.openai_api.hermes import TOOL_CALL_START
+from hybridrl.openai_api.logprobs import TokenLogprob, chat_logprobs, legacy_logprobs
+from hybridrl.openai_api.protocol import APIError
+from hybridrl.openai_api.responses import DONE, Meta, chunk, sse, usage
+from hybridrl.openai_api.tools import ToolTurn, split_turn
 from hybridrl.serve.jobs import Delta
-from hybridrl.serve.logprobs import TokenLogprob, chat_logprobs, legacy_logprobs
 from hybridrl.serve.metrics import Counters
-from hybridrl.serve.protocol import APIError
 from hybridrl.serve.service import Pending
-from hybridrl.serve.tools import ToolStream, ToolTurn, split_turn
-
-OBJECTS = {"completion": ("text_completion", "text_completion"), "chat": ("chat.completion", "chat.completion.chunk")}
-ID_PREFIX = {"completion": "cmpl", "chat": "chatcmpl"}
-DONE = "data: [DONE]\n\n"
+from hybridrl.serve.text import partial_stop_len
 
 
 @dataclass
-class Meta:
-    """The fields every body and chunk of one response repeats."""
+class ServeMeta(Meta):
+    """Meta plus what the server's choices are built with."""
 
-    kind: str  # "completion" | "chat"
-    model: str
     n: int = 1  # choices per prompt: choice i answers prompt i // n
     logprobs: bool = False  # choices carry their tokens' log-probs
     echo: Optional[list[str]] = None  # completions with echo: each prompt's text, put before its choices' text
-    tools: bool = False  # chat: the model's turns are read for tool calls (serve/tools.py)
+    tools: bool = False  # chat: the model's turns are read for tool calls (openai_api/tools.py)
     counters: Optional[Counters] = None  # the server's, counting the tool calls returned and the malformed ones
-    id: str = ""
-    created: int = field(default_factory=lambda: int(time.time()))
-
-    def __post_init__(self):
-        self.id = self.id or f"{ID_PREFIX[self.kind]}-{uuid.uuid4().hex}"
-
-    def head(self, streaming: bool) -> dict:
-        return {"id": self.id, "object": OBJECTS[self.kind][streaming], "created": self.created, "model": self.model}
-
-
-def usage(prompt_tokens: int, completion_tokens: int) -> dict:
-    return {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-            "total_tokens": prompt_tokens + completion_tokens}
-
-
-def sse(obj: dict) -> str:
-    """One server-sent event."""
-    return f"data: {json.dumps(obj, ensure_ascii=False)}\n\n"
 
 
 @dataclass
@@ -69,13 +50,13 @@ class Answer:
         self.prompt_logprobs += d.prompt_logprobs or []
 
 
-def count(meta: Meta, turn: ToolTurn) -> None:
+def count(meta: ServeMeta, turn: ToolTurn) -> None:
     if meta.counters is not None:
         meta.counters.add("tool_calls", len(turn.calls))
         meta.counters.add("malformed_tool_calls", turn.malformed)
 
 
-def choice(meta: Meta, index: int, a: Answer) -> dict:
+def choice(meta: ServeMeta, index: int, a: Answer) -> dict:
     if meta.kind == "chat":
         message, reason = {"role": "assistant", "content": a.text}, a.finish_reason
         if meta.tools:
@@ -95,16 +76,30 @@ def choice(meta: Meta, index: int, a: Answer) -> dict:
     return {"index": index, "text": prefix + a.text, "logprobs": lps, "finish_reason": a.finish_reason}
 
 
-def chunk(meta: Meta, index: int, delta: dict | str, finish_reason: Optional[str], with_usage: bool,
-          logprobs: Optional[dict] = None) -> dict:
-    """A streamed piece of choice `index`: chat carries a `delta` dict, completion its `text`."""
-    part = {"delta": delta} if meta.kind == "chat" else {"text": delta}
-    body = {**meta.head(True), "choices": [{"index": index, **part, "logprobs": logprobs,
-                                            "finish_reason": finish_reason}]}
-    return {**body, "usage": None} if with_usage else body
+class ToolStream:
+    """The streamed text of a turn that may hold calls: `feed` returns the text safe to send as content now,
+    `finish` the turn's end (what is left as content, the calls)."""
+
+    def __init__(self):
+        self.text = ""  # the whole turn so far
+        self.sent = 0  # characters of `text` sent as content
+
+    def feed(self, piece: str) -> str:
+        self.text += piece
+        at = self.text.find(TOOL_CALL_START, self.sent)
+        end = at if at >= 0 else len(self.text) - partial_stop_len(self.text, [TOOL_CALL_START])
+        if not self.text[:end].strip():  # whitespace before a call is not content: wait for real text
+            return ""
+        out = self.text[self.sent:end] if end > self.sent else ""
+        self.sent = max(self.sent, end)
+        return out
+
+    def finish(self) -> ToolTurn:
+        """The held-back rest of the turn: calls (and the text around them) or, if broken, text."""
+        return split_turn(self.text[self.sent:])
 
 
-async def collect(meta: Meta, pending: Pending, prompt_tokens: int) -> dict:
+async def collect(meta: ServeMeta, pending: Pending, prompt_tokens: int) -> dict:
     """The whole (non-streamed) response body."""
     answers = [Answer() for _ in pending.jobs]
     async for d in pending.events():
@@ -113,7 +108,7 @@ async def collect(meta: Meta, pending: Pending, prompt_tokens: int) -> dict:
     return {**meta.head(False), "choices": choices, "usage": usage(prompt_tokens, sum(a.tokens for a in answers))}
 
 
-async def stream(meta: Meta, pending: Pending, prompt_tokens: int, include_usage: bool) -> AsyncIterator[str]:
+async def stream(meta: ServeMeta, pending: Pending, prompt_tokens: int, include_usage: bool) -> AsyncIterator[str]:
     """The response as server-sent events, ending in `data: [DONE]`. Chat choices open with the
     assistant role; a failure after the stream has started is sent as an error event."""
     tokens, offsets = [0] * len(pending.jobs), [0] * len(pending.jobs)
@@ -136,21 +131,21 @@ async def stream(meta: Meta, pending: Pending, prompt_tokens: int, include_usage
         pending.cancel()  # a client that went away frees its rows at the next step
 
 
-def _chunk_logprobs(meta: Meta, d: Delta, offset: int) -> Optional[dict]:
+def _chunk_logprobs(meta: ServeMeta, d: Delta, offset: int) -> Optional[dict]:
     """The log-probs of a chunk's tokens (None when the request asked for none)."""
     if not meta.logprobs or not d.logprobs:  # the last chunk of a choice often has no new token
         return None
     return chat_logprobs(d.logprobs) if meta.kind == "chat" else legacy_logprobs(d.logprobs, offset)
 
 
-def _piece(meta: Meta, d: Delta) -> tuple[dict | str, Optional[str]]:
+def _piece(meta: ServeMeta, d: Delta) -> tuple[dict | str, Optional[str]]:
     """A chunk's delta (chat) or text (completions), and its finish_reason."""
     if meta.kind == "chat":
         return ({"content": d.text} if d.text else {}), d.finish_reason
     return d.text, d.finish_reason
 
 
-def _tool_piece(meta: Meta, d: Delta, held: ToolStream) -> tuple[dict, Optional[str]]:
+def _tool_piece(meta: ServeMeta, d: Delta, held: ToolStream) -> tuple[dict, Optional[str]]:
     """A chat chunk's delta when the turn may hold calls: text outside them; on the last delta, the calls."""
     content, reason, delta = held.feed(d.text), d.finish_reason, {}
     if reason is not None:

@@ -13,10 +13,10 @@ import random
 import threading
 from typing import AsyncIterator
 
+from hybridrl.openai_api.protocol import APIError
 from hybridrl.serve.backend import Backend
 from hybridrl.serve.jobs import Delta, Event, Failure, Inbox, Job, choice_keys, to_int64
 from hybridrl.serve.metrics import Counters
-from hybridrl.serve.protocol import APIError
 from hybridrl.serve.requests import Plan
 from hybridrl.serve.text import TextStream
 

@@ -14,7 +14,7 @@ import re
 from typing import Any, Optional
 
 from hybridrl.config.async_checks import async_enabled
-from hybridrl.config.plan import BatchPlan
+from hybridrl.plan.batch_plan import BatchPlan
 from hybridrl.config.schema import RLConfig
 from hybridrl.errors import ConfigError, raise_all
 from hybridrl.sweep.spec import SWEEP_FILE, Base, SweepSpec
@@ -28,7 +28,7 @@ def load_trial_config(base: Base, sampled: dict[str, Any], run_dir: Optional[str
                       ) -> tuple[RLConfig, BatchPlan]:
     """A trial's config, exactly as `hybridrl train --config base.config base.overrides... key=value...` would
     load it (the sampled keys never overlap the base's: sweep/spec.py refuses that), in its own run folder."""
-    from hybridrl.config.validate import load_rl_config
+    from hybridrl.plan.resolve import load_rl_config
 
     values = {**base.values, **sampled}
     if run_dir is not None:
@@ -39,7 +39,7 @@ def load_trial_config(base: Base, sampled: dict[str, Any], run_dir: Optional[str
 def check_sweep(spec: SweepSpec, log=print) -> tuple[RLConfig, BatchPlan]:
     """The base config with each swept key at its first value, and its plan; raises ConfigErrors naming every
     problem; warns (via `log`) about a metric that no trial may log."""
-    from hybridrl.config.validate import load_rl_config_checked
+    from hybridrl.plan.resolve import load_rl_config_checked
 
     probe = {e.key: e.probe() for e in spec.space}  # the base may rely on a swept key (a batch size it lacks)
     base = spec.base

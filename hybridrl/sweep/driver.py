@@ -26,7 +26,7 @@ STEPS = "trainer.total_training_steps"
 def derive(spec: SweepSpec, log: Callable[[str], None]) -> tuple[resources.Concurrency, Any, resources.TrialNeeds]:
     """(concurrency on this machine, the base config checked by check_sweep, a trial's largest need). The need is
     the largest over the swept values, one key at a time, the others at their first value: every value of a list,
-    both ends of a range (config/memory.py estimates each; an invalid value is left to its trial to report)."""
+    both ends of a range (plan/memory.py estimates each; an invalid value is left to its trial to report)."""
     cfg, plan = check_sweep(spec, log)
     needs = [resources.trial_needs(cfg, plan)]
     probe = {e.key: e.probe() for e in spec.space}

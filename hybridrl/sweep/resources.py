@@ -2,11 +2,11 @@
 
 A trial (trainer.backend=local) is one process: it needs 1 CPU core at least (the cores left over when fewer
 trials than cores run at once are shared out among them as torch threads), 1 GPU when trainer.device=cuda, and
-the memory `plan` estimates (config/memory.py: its peak, over the pools, times their workers). Concurrency is
+the memory `plan` estimates (plan/memory.py: its peak, over the pools, times their workers). Concurrency is
 the smallest of cores / cores per trial, GPUs / GPUs per trial, and RAM / memory per trial (host memory bounds
 CPU trials; on GPUs the estimate is GPU memory, which one trial per GPU bounds already).
 
-A trial with trainer.backend=ray is several processes: its driver and the workers of every pool (config/placement's
+A trial with trainer.backend=ray is several processes: its driver and the workers of every pool (plan/placement's
 pool_sizes, the count `plan` shows). Tune gives it a placement group of one bundle per process (`trial_bundles`),
 which Ray reserves whole before the trial starts; the trial's workers are created inside it (Tune captures the
 trial's child actors in its placement group), so each of them counts against the cores, GPUs and memory.
@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from hybridrl.config.memory import fmt_bytes
+from hybridrl.plan.memory import fmt_bytes
 
 
 @dataclass(frozen=True)
@@ -67,7 +67,7 @@ def trial_bundles(cfg) -> list[dict[str, int]]:
     """The placement-group bundles of one trial of `cfg` (a validated config): one {CPU: 1} for the trial's own
     process (the whole run with trainer.backend=local; the driver with ray, which holds no GPU), then with ray one
     {CPU: 1, GPU: g} per worker of every pool (g = 1 on cuda), as group.WorkerPool creates them."""
-    from hybridrl.config.placement import pool_sizes
+    from hybridrl.plan.placement import pool_sizes
 
     gpu = int(cfg.trainer.device == "cuda")
     if cfg.trainer.backend == "local":
@@ -78,7 +78,7 @@ def trial_bundles(cfg) -> list[dict[str, int]]:
 def trial_needs(cfg, plan) -> TrialNeeds:
     """What one trial of `cfg` needs (a validated config and its batch plan): its bundles' CPUs and GPUs, and the
     peak memory of its processes (with ray, the driver's runtime beside the workers')."""
-    from hybridrl.config.memory import RUNTIME_BYTES, estimate_memory
+    from hybridrl.plan.memory import RUNTIME_BYTES, estimate_memory
 
     pools = estimate_memory(cfg, plan).pools
     memory = sum(p.peak_bytes * p.workers for p in pools)

@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 import torch
 
-from hybridrl.batch import PromptBatch
+from hybridrl.batch import PromptBatch, left_pad
 from hybridrl.errors import HybridRLError
 from hybridrl.rollout.agent.rows import ERROR, OK, TIMEOUT, AgentOutcome, agent_rollout, final_texts
 from hybridrl.rollout.keyed import sample_ids_of
@@ -67,8 +67,6 @@ def engine_call(index: list[int], n: int, pad_id: int, sampling, generate: Calla
     ids_of = sample_ids_of(index[::n], n).tolist()  # `index` holds each prompt's row n times in a row
 
     def call(prompts: list[list[int]], agents: list[int], max_new: list[int]):
-        from hybridrl.serve.hf import left_pad
-
         try:
             ids, mask = left_pad(prompts, pad_id, "cpu")
             k = len(prompts)

@@ -10,16 +10,12 @@ from omegaconf import OmegaConf
 
 from hybridrl.algos.advantages import AdvantageParams
 from hybridrl.algos.kl_ctrl import KLController
-from hybridrl.config.memory_fixes import check_memory
-from hybridrl.config.plan import BatchPlan, total_training_steps
+from hybridrl.plan.memory_fixes import check_memory
+from hybridrl.plan.batch_plan import BatchPlan, total_training_steps
 from hybridrl.config.schema import RLConfig
-from hybridrl.config.validate import (
-    config_warnings,
-    needs_critic,
-    needs_ground_truth,
-    needs_reference,
-    needs_teacher,
-)
+from hybridrl.config.validate import needs_ground_truth
+from hybridrl.plan.resolve import config_warnings
+from hybridrl.plan.roles import needs_critic, needs_reference, needs_teacher
 from hybridrl.data.dataset import RLDataset
 from hybridrl.data.sampler import PromptSampler
 from hybridrl.errors import ConfigError
@@ -119,24 +115,47 @@ class RLRun:
             self.lock.release()
 
 
-def _roles(cfg: RLConfig, plan: BatchPlan, total: int, tokenizer, log) -> tuple:
-    """(policy, reference, critic, teacher, workers, reward_model): the local roles, or with backend=ray the groups
-    of RayRoles (`workers`), whose rank r lives in worker process r (distributed/group.py);
-    reward_model is None unless it has its own Ray pool (then it is built with the reward manager)."""
+@dataclass(frozen=True)
+class Roles:
+    """The run's models: the local roles, or with backend=ray the groups of RayRoles (`workers`), whose rank r
+    lives in worker process r (distributed/group.py)."""
+
+    policy: PolicyRole  # workers/policy.Policy, or a distributed/group.PolicyGroup
+    reference: Optional[ReferenceRole] = None  # only when a KL term needs it
+    critic: Optional[CriticRole] = None  # only for estimators that need values (gae)
+    teacher: Optional[TeacherRole] = None  # only with distillation.enabled
+    workers: Optional[WorkerProcesses] = None  # backend=ray: the RayRoles that own every role's process
+    reward_model: Optional[object] = None  # backend=ray with reward_model.enable: its own pool (else the reward
+    # manager builds the model itself)
+
+
+@dataclass(frozen=True)
+class RunData:
+    """The run's prompts and what follows from them."""
+
+    train: RLDataset  # data.train_files, filtered
+    val: Optional[RLDataset]  # data.val_files (None: no validation)
+    total_steps: int  # trainer.total_training_steps, or epochs x batches per epoch
+    tokenizer: object  # the policy's (actor_rollout_ref.model.path)
+
+
+def _roles(cfg: RLConfig, plan: BatchPlan, total: int, tokenizer, log) -> Roles:
+    """The roles the config needs, built locally or (backend=ray) in their worker processes."""
     if cfg.trainer.backend == "ray":
         from hybridrl.distributed.group import RayRoles
 
-        roles = RayRoles(cfg, plan, total, tokenizer.pad_token_id, log)
-        return roles.policy, roles.reference, roles.critic, roles.teacher, roles, roles.reward_model
+        ray = RayRoles(cfg, plan, total, tokenizer.pad_token_id, log)
+        return Roles(policy=ray.policy, reference=ray.reference, critic=ray.critic, teacher=ray.teacher, workers=ray,
+                     reward_model=ray.reward_model)
     policy = build_policy(cfg, plan, tokenizer, total)
     try:
-        reference = build_reference(cfg, policy) if needs_reference(cfg) else None
-        critic = build_critic(cfg, total) if needs_critic(cfg) else None
-        teacher = build_teacher(cfg, tokenizer) if needs_teacher(cfg) else None
+        return Roles(policy=policy,
+                     reference=build_reference(cfg, policy) if needs_reference(cfg) else None,
+                     critic=build_critic(cfg, total) if needs_critic(cfg) else None,
+                     teacher=build_teacher(cfg, tokenizer) if needs_teacher(cfg) else None)
     except BaseException:
         policy.close()  # the rollout engine's processes (vllm)
         raise
-    return policy, reference, critic, teacher, None, None
 
 
 def reward_manager(cfg: RLConfig, tokenizer, model=None, function: Optional[FunctionRef] = None) -> RewardManager:
@@ -174,7 +193,7 @@ def build_run(cfg: RLConfig, plan: BatchPlan, log=print, reward: Optional[Functi
     try:
         if checkpoint_listing(tr.default_local_dir) != seen:  # a run that ended meanwhile saved or pruned: decide again
             resume = resume_point(cfg, log)
-        run = _build_run(cfg, plan, resume, log, reward, agent)
+        run = _build_run(cfg, plan, resume=resume, log=log, function=reward, agent=agent)
     except BaseException:
         lock.release()
         raise
@@ -196,8 +215,10 @@ def _build_run(cfg: RLConfig, plan: BatchPlan, resume: Optional[ResumePoint], lo
     tokenizer = load_tokenizer(arr.model.path)
 
     def dataset(files: list[str], key: str, max_samples: int) -> RLDataset:
-        data = RLDataset(files, tokenizer, d.prompt_key, d.max_prompt_length, d.truncation, d.filter_overlong_prompts, key,
-                         max_samples, d.reward_fn_key, d.skip_bad_rows, needs_ground_truth(cfg))
+        data = RLDataset(files, tokenizer, prompt_key=d.prompt_key, max_prompt_length=d.max_prompt_length,
+                         truncation=d.truncation, filter_overlong_prompts=d.filter_overlong_prompts, key=key,
+                         max_samples=max_samples, reward_fn_key=d.reward_fn_key, skip_bad_rows=d.skip_bad_rows,
+                         need_ground_truth=needs_ground_truth(cfg))
         if data.num_filtered:
             log(f"{key}: dropped {data.num_filtered} prompts over data.max_prompt_length={d.max_prompt_length}")
         if data.num_bad:
@@ -208,50 +229,55 @@ def _build_run(cfg: RLConfig, plan: BatchPlan, resume: Optional[ResumePoint], lo
     val_data = dataset(d.val_files, "data.val_files", d.val_max_samples) if d.val_files else None
     prompts_per_round = d.gen_batch_size or d.train_batch_size  # dynamic sampling generates in rounds
     total = total_training_steps(len(train_data), prompts_per_round, tr.total_epochs, tr.total_training_steps)
-    policy, reference, critic, teacher, workers, reward_model = _roles(cfg, plan, total, tokenizer, log)
-    opened = [workers or policy]  # closed if the start fails from here on: no worker process or engine outlives it
+    roles = _roles(cfg, plan, total, tokenizer, log)
+    opened = [roles.workers or roles.policy]  # closed if the start fails from here on: no process outlives it
     try:
         if resume is not None:  # a checkpoint of another model is refused before anything is written
-            check_resumable(resume.path, policy, critic, "actor_rollout_ref.model", "critic.model")
-        reward = reward_manager(cfg, tokenizer, reward_model, function)
+            check_resumable(resume.path, roles.policy, roles.critic, "actor_rollout_ref.model", "critic.model")
+        reward = reward_manager(cfg, tokenizer, model=roles.reward_model, function=function)
         opened.append(reward)
         os.makedirs(run_dir, exist_ok=True)
         OmegaConf.save(OmegaConf.structured(cfg), os.path.join(run_dir, "config.yaml"))
-        return _assemble(cfg, plan, total, tokenizer, train_data, val_data, resume, policy, reference, critic,
-                         teacher, workers, reward, agent)
+        run_data = RunData(train=train_data, val=val_data, total_steps=total, tokenizer=tokenizer)
+        return _assemble(cfg, plan, data=run_data, roles=roles, reward=reward, resume=resume, agent=agent)
     except BaseException:
         for thing in reversed(opened):
             thing.close()
         raise
 
 
-def _assemble(cfg: RLConfig, plan: BatchPlan, total: int, tokenizer, train_data: RLDataset,
-              val_data: Optional[RLDataset], resume: Optional[ResumePoint], policy: PolicyRole,
-              reference: Optional[ReferenceRole], critic: Optional[CriticRole], teacher: Optional[TeacherRole],
-              workers, reward: RewardManager, agent: Optional[Callable] = None) -> RLRun:
+def _assemble(cfg: RLConfig, plan: BatchPlan, data: RunData, roles: Roles, reward: RewardManager,
+              resume: Optional[ResumePoint], agent: Optional[Callable] = None) -> RLRun:
+    """The RLRun of the built parts; building it starts nothing (the source generates from its start())."""
     d, arr, alg, tr = cfg.data, cfg.actor_rollout_ref, cfg.algorithm, cfg.trainer
     rollout, kc, run_dir = arr.rollout, alg.kl_ctrl, tr.default_local_dir
     prompts_per_round = d.gen_batch_size or d.train_batch_size
-    vk = rollout.val_kwargs
+    vk, pad_id, policy = rollout.val_kwargs, data.tokenizer.pad_token_id, roles.policy
     loop = loop_settings(cfg)
-    sampler = PromptSampler(len(train_data), prompts_per_round, d.seed, d.shuffle)
-    sampling = SamplingParams(d.max_response_length, rollout.temperature, rollout.top_p, rollout.top_k,
-                              rollout.do_sample, rollout.ignore_eos)
-    inputs = RolloutInputs(train_data, sampler, tokenizer.pad_token_id, policy, sampling, reward)
+    sampler = PromptSampler(len(data.train), prompts_per_round, d.seed, d.shuffle)
+    sampling = SamplingParams(max_new_tokens=d.max_response_length, temperature=rollout.temperature,
+                              top_p=rollout.top_p, top_k=rollout.top_k, do_sample=rollout.do_sample,
+                              ignore_eos=rollout.ignore_eos)
+    inputs = RolloutInputs(train_data=data.train, sampler=sampler, pad_id=pad_id, policy=policy, sampling=sampling,
+                           reward=reward)
     return RLRun(
-        loop=loop, plan=plan, total_steps=total, pad_id=tokenizer.pad_token_id, train_data=train_data,
-        val_data=val_data, sampler=sampler,
-        policy=policy, reference=reference, critic=critic, teacher=teacher, workers=workers, model_shape=policy.model_shape(),
-        kl_ctrl=KLController(kc.kl_coef, kc.type, kc.target_kl, kc.horizon) if alg.use_kl_in_reward else None,
+        loop=loop, plan=plan, total_steps=data.total_steps, pad_id=pad_id, train_data=data.train,
+        val_data=data.val, sampler=sampler,
+        policy=policy, reference=roles.reference, critic=roles.critic, teacher=roles.teacher, workers=roles.workers,
+        model_shape=policy.model_shape(),
+        kl_ctrl=(KLController(value=kc.kl_coef, type=kc.type, target_kl=kc.target_kl, horizon=kc.horizon)
+                 if alg.use_kl_in_reward else None),
         reward=reward,
         tracker=Tracker(tr.logger, run_dir, resume_step=resume.step if resume else None, project=tr.project_name,
                         experiment=tr.experiment_name, config=OmegaConf.to_container(OmegaConf.structured(cfg))),
         sampling=sampling,
-        val_sampling=SamplingParams(d.max_response_length, vk.temperature, vk.top_p, vk.top_k, vk.do_sample),
+        val_sampling=SamplingParams(max_new_tokens=d.max_response_length, temperature=vk.temperature, top_p=vk.top_p,
+                                    top_k=vk.top_k, do_sample=vk.do_sample),
         adv_params=AdvantageParams(norm_adv_by_std_in_grpo=alg.norm_adv_by_std_in_grpo, gamma=alg.gamma, lam=alg.lam),
-        run_dir=run_dir, tokenizer=tokenizer, resume=resume,
-        checkpointing=Checkpointing(tr.save_freq, tr.max_actor_ckpt_to_keep, tr.max_critic_ckpt_to_keep),
+        run_dir=run_dir, tokenizer=data.tokenizer, resume=resume,
+        checkpointing=Checkpointing(save_freq=tr.save_freq, keep_actor=tr.max_actor_ckpt_to_keep,
+                                    keep_critic=tr.max_critic_ckpt_to_keep),
         # the rollout pool's queue only reads the run's parts: building it starts nothing
-        source=rollout_source(cfg, inputs, loop.n, plan.prompts_per_step, loop.group_filter, total,
-                              getattr(workers, "rollout", None), agent),
+        source=rollout_source(cfg, inputs, n=loop.n, num_groups=plan.prompts_per_step, group_filter=loop.group_filter,
+                              total_steps=data.total_steps, pool=getattr(roles.workers, "rollout", None), agent=agent),
     )

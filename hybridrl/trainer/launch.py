@@ -8,7 +8,7 @@ import functools
 from typing import Callable, Optional
 
 from hybridrl import progress
-from hybridrl.config.plan import BatchPlan
+from hybridrl.plan.batch_plan import BatchPlan
 from hybridrl.config.schema import RLConfig
 from hybridrl.interrupt import Interrupted, StoppedEarly
 from hybridrl.rewards.pool import FunctionRef

@@ -17,9 +17,9 @@ from torch import Tensor
 
 from hybridrl import progress
 from hybridrl.algos.bradley_terry import PairStats, pair_stats
-from hybridrl.config.plan import total_training_steps
+from hybridrl.plan.batch_plan import total_training_steps
 from hybridrl.config.rm import RMConfig, validate_rm_config
-from hybridrl.config.rm_memory import check_rm_memory, describe_rm_memory
+from hybridrl.plan.rm_memory import check_rm_memory, describe_rm_memory
 from hybridrl.data.preference import (
     PreferenceBatch,
     PreferenceColumns,
@@ -36,7 +36,6 @@ from hybridrl.models.loading import (
     weights_bytes,
 )
 from hybridrl.trainer.checkpoint import ResumePoint, check_output_dir, checkpoint_listing, find_resume_point
-from hybridrl.trainer.optim import build_optimizer, warmup_steps_of
 from hybridrl.trainer.rm_checkpoint import (
     check_same_config,
     restore_rm_checkpoint,
@@ -45,6 +44,7 @@ from hybridrl.trainer.rm_checkpoint import (
 from hybridrl.trainer.runlock import RunLock
 from hybridrl.trainer.sft import save_final
 from hybridrl.trainer.tracking import Tracker
+from hybridrl.workers.optim import build_optimizer, warmup_steps_of
 from hybridrl.workers.reward_model import last_token_scores
 
 

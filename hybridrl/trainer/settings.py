@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from hybridrl.algos.rollout_correction import RejectionBand
-from hybridrl.config.levers import skips_zero_advantage
+from hybridrl.plan.levers import skips_zero_advantage
 from hybridrl.config.schema import RLConfig
 from hybridrl.trainer.collect import GroupFilter
 

@@ -14,7 +14,7 @@ from omegaconf import OmegaConf
 
 from hybridrl import progress
 from hybridrl.batch import split
-from hybridrl.config.plan import total_training_steps
+from hybridrl.plan.batch_plan import total_training_steps
 from hybridrl.config.sft import SFTConfig, validate_sft_config
 from hybridrl.data.dataset import RLDataset
 from hybridrl.data.sampler import PromptSampler
@@ -26,10 +26,10 @@ from hybridrl.rollout.base import SamplingParams, generate_rollout
 from hybridrl.rollout.hf import HFRolloutEngine
 from hybridrl.trainer.checkpoint import check_output_dir, replace_text, write_step_folder
 from hybridrl.trainer.manifest import MANIFEST, write_manifest
-from hybridrl.trainer.optim import build_optimizer, warmup_steps_of
 from hybridrl.trainer.runlock import RunLock
 from hybridrl.trainer.tracking import Tracker
 from hybridrl.trainer.validate import mean_val_score, validate
+from hybridrl.workers.optim import build_optimizer, warmup_steps_of
 
 
 def sft_loss(model, batch: SFTBatch, num_tokens: float) -> torch.Tensor:

@@ -7,7 +7,6 @@ backends import their library in their own constructor, so a run without them ne
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import os
@@ -16,36 +15,14 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from hybridrl import progress
-from hybridrl.errors import ConfigError
+from hybridrl.config.loggers import LOGGERS, OPTIONAL, check_loggers  # noqa: F401  re-exported
 
-LOGGERS = ("console", "file", "tensorboard", "wandb", "mlflow")
-# logger -> (module it needs, the pip package that provides it)
-OPTIONAL = {"tensorboard": ("tensorboard", "tensorboard"), "wandb": ("wandb", "wandb"),
-            "mlflow": ("mlflow", "mlflow-skinny")}
 CONSOLE_KEYS = [  # (metric, short label) shown on the console line when present
     ("train/loss", "loss"), ("critic/score/mean", "score"), ("actor/pg_loss", "pg_loss"), ("actor/entropy", "entropy"),
     ("actor/ppo_kl", "ppo_kl"), ("actor/kl_loss", "kl_loss"), ("response_length/mean", "resp_len"),
     ("timing_s/step", "step_s"), ("train/pair_accuracy", "acc"), ("val/pair_accuracy", "val_acc"),  # the last two: rm
 ]
 Rows = list[dict]  # sample generations: {"input", "output", "score", ...} per row
-
-
-def check_loggers(loggers: list[str]) -> None:
-    """Unknown names and missing optional packages, before anything is loaded or trained."""
-    for name in loggers:
-        if name not in LOGGERS:
-            raise ConfigError(f"trainer.logger={name!r} is not supported; valid values: {', '.join(LOGGERS)}")
-        if name in OPTIONAL and importlib.util.find_spec(OPTIONAL[name][0]) is None:
-            raise ConfigError(f"trainer.logger includes {name}, but the {OPTIONAL[name][1]} package is not installed: "
-                              f"pip install {OPTIONAL[name][1]} (or pip install 'hybridrl[tracking]'), or drop {name} "
-                              "from trainer.logger")
-        if name == "mlflow" and not os.environ.get("MLFLOW_TRACKING_URI"):
-            missing = [m for m in ("sqlalchemy", "alembic") if importlib.util.find_spec(m) is None]
-            if missing:
-                raise ConfigError(f"trainer.logger includes mlflow with its default local store (<run folder>/"
-                                  f"mlflow.db), which needs {' and '.join(missing)}: pip install {' '.join(missing)} "
-                                  "(or pip install 'hybridrl[tracking]'), or set MLFLOW_TRACKING_URI to your "
-                                  "tracking server")
 
 
 class ConsoleLogger:

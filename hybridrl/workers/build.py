@@ -12,7 +12,7 @@ from typing import Optional
 
 import torch
 
-from hybridrl.config.levers import (
+from hybridrl.plan.levers import (
     actor_dtypes,
     actor_update_batching,
     critic_dtypes,
@@ -25,12 +25,10 @@ from hybridrl.config.levers import (
     rollout_compute_dtype,
     skips_zero_advantage,
 )
-from hybridrl.config.plan import BatchPlan
-from hybridrl.config.roles import policy_loss_params
+from hybridrl.plan.batch_plan import BatchPlan
+from hybridrl.plan.roles import policy_loss_params
 from hybridrl.config.schema import RLConfig
-from hybridrl.config.validate import critic_batch_plan
-from hybridrl.distributed.dp import SINGLE, DataParallel
-from hybridrl.distributed.sharding import Replicated, make_sharding
+from hybridrl.plan.roles import critic_batch_plan
 from hybridrl.library_logs import driver_log
 from hybridrl.models.forward import Layout
 from hybridrl.models.loading import (
@@ -46,11 +44,13 @@ from hybridrl.models.lora import CRITIC_KEY, POLICY_KEY, LoraSettings, apply_lor
 from hybridrl.models.memory import enable_checkpointing, offload_optimizer_state, on_device
 from hybridrl.models.precision import DTYPES, Precision
 from hybridrl.models.vocab_match import check_logits_cover, check_same_tokenizer, logits_size
+from hybridrl.parallel.dp import SINGLE, DataParallel
+from hybridrl.parallel.sharding import Replicated, make_sharding
 from hybridrl.rollout.hf import HFRolloutEngine
 from hybridrl.rollout.multi_turn import with_tools
 from hybridrl.rollout.tp_layout import ONE_PROCESS, RolloutSeat
-from hybridrl.trainer.optim import build_optimizer, warmup_steps_of
 from hybridrl.workers.critic import Critic, CriticSettings
+from hybridrl.workers.optim import build_optimizer, warmup_steps_of
 from hybridrl.workers.policy import Policy, UpdateSettings
 from hybridrl.workers.reference import Reference
 from hybridrl.workers.reward_model import RewardModel

@@ -11,10 +11,10 @@ from torch import Tensor
 from hybridrl.algos.reduce import reduce_loss
 from hybridrl.algos.value_loss import clipped_value_loss
 from hybridrl.batch import Sequences, to_device
-from hybridrl.config.levers import MicroBatching
-from hybridrl.distributed.sharding import Replicated, Sharding
+from hybridrl.plan.levers import MicroBatching
 from hybridrl.models.forward import PLAIN, Layout, batched_values, response_values
 from hybridrl.models.lora import CRITIC_KEY
+from hybridrl.parallel.sharding import Replicated, Sharding
 from hybridrl.workers.update_loop import UpdatingWorker, clip_and_step, micro_batch_rows_of
 
 

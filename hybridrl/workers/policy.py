@@ -18,11 +18,11 @@ from hybridrl.algos.reduce import LossScale, reduce_loss
 from hybridrl.algos.rollout_correction import rollout_is_weights
 from hybridrl.algos.zero_advantage import rows_with_signal
 from hybridrl.batch import PromptBatch, Rollout, Sequences, TrainBatch, select, to_device
-from hybridrl.config.levers import MicroBatching
-from hybridrl.distributed.sharding import Replicated, Sharding
+from hybridrl.plan.levers import MicroBatching
 from hybridrl.models.flops import ModelShape
 from hybridrl.models.forward import PLAIN, Layout, batched_log_probs, batched_log_probs_and_entropy, response_log_probs
 from hybridrl.models.lora import POLICY_KEY, plain_state_dict
+from hybridrl.parallel.sharding import Replicated, Sharding
 from hybridrl.rollout.base import RolloutEngine, SamplingParams, generate_rollout
 from hybridrl.workers.update_loop import UpdatingWorker, clip_and_step, micro_batch_rows_of
 
@@ -152,7 +152,7 @@ class Policy(UpdatingWorker[TrainBatch]):
 
     def _optimizer_step(self, mini: TrainBatch) -> dict[str, float]:
         # Normalize by the whole mini-batch (over every data-parallel rank) so accumulated
-        # micro-batch gradients equal the full-batch gradient (algos/reduce.py, distributed/dp.py).
+        # micro-batch gradients equal the full-batch gradient (algos/reduce.py, parallel/dp.py).
         s = self.settings
         scale = self.dp.loss_scale(mini.seqs.response_mask, s.loss_scale_factor)
         train, filler = mini, None

@@ -9,7 +9,7 @@ from typing import Callable, ContextManager, Optional
 from torch import Tensor
 
 from hybridrl.batch import Sequences, to_device
-from hybridrl.config.levers import MicroBatching
+from hybridrl.plan.levers import MicroBatching
 from hybridrl.models.forward import PLAIN, Layout, batched_log_probs, device_of
 from hybridrl.models.precision import FP32, Precision
 from hybridrl.workers.update_loop import micro_batch_rows_of

@@ -12,12 +12,12 @@ from torch import Tensor
 from hybridrl import progress
 from hybridrl.batch import Sequences, num_rows, select, split, to_device
 from hybridrl.batching import groups_of, micro_batch_rows
-from hybridrl.config.levers import MicroBatching
-from hybridrl.distributed.dp import DataParallel
-from hybridrl.distributed.sharding import Sharding
+from hybridrl.plan.levers import MicroBatching
 from hybridrl.models.forward import distinct_prompts
 from hybridrl.models.precision import Precision
 from hybridrl.models.lora import is_lora, load_adapter_weights
+from hybridrl.parallel.dp import DataParallel
+from hybridrl.parallel.sharding import Sharding
 
 B = TypeVar("B")
 
@@ -70,7 +70,7 @@ class UpdatingWorker(Generic[B]):
     optimizer: torch.optim.Optimizer
     scheduler: torch.optim.lr_scheduler.LRScheduler
     shuffle_generator: torch.Generator
-    sharding: Sharding  # how the data-parallel ranks hold the weights (distributed/sharding.py)
+    sharding: Sharding  # how the data-parallel ranks hold the weights (parallel/sharding.py)
     model_key: str  # the role's model section in the config (its lora_rank), named in errors
 
     def _optimizer_step(self, mini: B) -> dict[str, float]:

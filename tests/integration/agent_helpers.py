@@ -95,7 +95,7 @@ class Policy:
         its rows as (prompt ids, generated ids, log-probs)."""
         from hybridrl.rollout.base import SamplingParams
         from hybridrl.rollout.hf import HFRolloutEngine
-        from hybridrl.serve.hf import left_pad
+        from hybridrl.batch import left_pad
 
         engine = self.engine or HFRolloutEngine(self.model.eval(), self.eos, self.tokenizer.pad_token_id)
 

@@ -15,7 +15,7 @@ import torch
 
 from hybridrl.config.loader import load_config
 from hybridrl.config.schema import RLConfig
-from hybridrl.config.validate import validate_rl_config
+from hybridrl.plan.resolve import validate_rl_config
 from hybridrl.trainer.build import build_run
 from hybridrl.trainer.rl import RLTrainer
 

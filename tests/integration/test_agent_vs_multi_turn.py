@@ -20,7 +20,7 @@ import pytest
 
 from hybridrl.config.loader import load_config
 from hybridrl.config.schema import RLConfig
-from hybridrl.config.validate import validate_rl_config
+from hybridrl.plan.resolve import validate_rl_config
 from hybridrl.data.arithmetic import to_row
 from hybridrl.models.loading import load_tokenizer
 from hybridrl.trainer.build import build_run

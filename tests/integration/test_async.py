@@ -16,7 +16,7 @@ ray = pytest.importorskip("ray")
 
 from hybridrl.config.loader import load_config  # noqa: E402
 from hybridrl.config.schema import RLConfig  # noqa: E402
-from hybridrl.config.validate import validate_rl_config  # noqa: E402
+from hybridrl.plan.resolve import validate_rl_config  # noqa: E402
 from hybridrl.distributed.group import WorkerError  # noqa: E402
 from hybridrl.trainer import checkpoint  # noqa: E402
 from hybridrl.trainer.build import build_run  # noqa: E402

@@ -13,7 +13,7 @@ from tool_helpers import SUMS, warm_start, write_sum_prompts  # tests/integratio
 
 from hybridrl.config.loader import load_config
 from hybridrl.config.schema import MultiTurnConfig, RLConfig
-from hybridrl.config.validate import validate_rl_config
+from hybridrl.plan.resolve import validate_rl_config
 from hybridrl.eval.evaluate import EvalSettings, evaluate, format_table
 from hybridrl.trainer.build import build_run
 from hybridrl.trainer.rl import RLTrainer

@@ -166,7 +166,7 @@ def test_a_second_run_on_the_folder_refuses_naming_the_first_and_sigterm_stops_i
 def test_sft_ctrl_c_saves_the_model_so_far(random_model_dir, arith_data, tmp_path):
     from transformers import AutoModelForCausalLM
 
-    from hybridrl.models.export import actor_folder
+    from hybridrl.trainer.export import actor_folder
 
     out_dir = tmp_path / "sft"
     proc = start("sft", [f"model.partial_pretrain={random_model_dir}", f"data.train_files={arith_data['train']}",

@@ -16,7 +16,7 @@ ray = pytest.importorskip("ray")
 
 from hybridrl.config.loader import load_config  # noqa: E402
 from hybridrl.config.schema import RLConfig  # noqa: E402
-from hybridrl.config.validate import validate_rl_config  # noqa: E402
+from hybridrl.plan.resolve import validate_rl_config  # noqa: E402
 from hybridrl.distributed.group import RayRoles, WorkerError, shard_rows, update_rows  # noqa: E402
 from hybridrl.distributed.worker import RoleWorker  # noqa: E402
 from hybridrl.models.loading import load_tokenizer, resolve_model_path  # noqa: E402

@@ -12,7 +12,7 @@ ray = pytest.importorskip("ray")
 
 from hybridrl.config.loader import load_config  # noqa: E402
 from hybridrl.config.schema import RLConfig  # noqa: E402
-from hybridrl.config.validate import validate_rl_config  # noqa: E402
+from hybridrl.plan.resolve import validate_rl_config  # noqa: E402
 from hybridrl.trainer.build import build_run  # noqa: E402
 from hybridrl.trainer.rl import RLTrainer  # noqa: E402
 from test_ray import assert_trains_like, overrides, read_metrics, train  # noqa: E402

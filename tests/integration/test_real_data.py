@@ -11,7 +11,7 @@ import pytest
 import hybridrl.rewards.scorers.gsm8k as gsm8k_scorer
 from hybridrl.config.loader import load_config
 from hybridrl.config.schema import RLConfig
-from hybridrl.config.validate import validate_rl_config
+from hybridrl.plan.resolve import validate_rl_config
 from hybridrl.data.preprocess import convert
 from hybridrl.errors import HybridRLError
 from hybridrl.trainer.build import build_run

@@ -96,7 +96,7 @@ def test_a_response_does_not_depend_on_its_batch(engine_and_model):
 def test_a_grpo_run_with_vllm_syncs_weights_every_step(tmp_path, arith_data):
     from hybridrl.config.loader import load_config
     from hybridrl.config.schema import RLConfig
-    from hybridrl.config.validate import validate_rl_config
+    from hybridrl.plan.resolve import validate_rl_config
     from hybridrl.trainer.build import build_run
     from hybridrl.trainer.rl import RLTrainer
 
@@ -141,7 +141,7 @@ def test_auto_precision_on_a_fast_bf16_machine_runs_a_bf16_engine_that_follows_t
     sync; its probabilities stay within bf16's gap of the trainer's (a stale engine would drift far past it)."""
     from hybridrl.config.loader import load_config
     from hybridrl.config.schema import RLConfig
-    from hybridrl.config.validate import validate_rl_config
+    from hybridrl.plan.resolve import validate_rl_config
     from hybridrl.trainer.build import build_run
     from hybridrl.trainer.rl import RLTrainer
 

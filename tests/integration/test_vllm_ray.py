@@ -22,7 +22,7 @@ psutil = pytest.importorskip("psutil")
 
 from hybridrl.config.loader import load_config  # noqa: E402
 from hybridrl.config.schema import RLConfig  # noqa: E402
-from hybridrl.config.validate import validate_rl_config  # noqa: E402
+from hybridrl.plan.resolve import validate_rl_config  # noqa: E402
 from hybridrl.distributed.group import RayRoles  # noqa: E402
 from hybridrl.distributed.worker import RoleWorker  # noqa: E402
 from hybridrl.models.loading import load_tokenizer, resolve_model_path  # noqa: E402

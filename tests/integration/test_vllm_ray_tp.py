@@ -15,7 +15,7 @@ pytest.importorskip("vllm")
 
 from hybridrl.config.loader import load_config  # noqa: E402
 from hybridrl.config.schema import RLConfig  # noqa: E402
-from hybridrl.config.validate import validate_rl_config  # noqa: E402
+from hybridrl.plan.resolve import validate_rl_config  # noqa: E402
 from hybridrl.data.dataset import RLDataset  # noqa: E402
 from hybridrl.distributed.group import RayRoles  # noqa: E402
 from hybridrl.models.loading import load_tokenizer, resolve_model_path  # noqa: E402

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from hybridrl.batching import balanced_shards, groups_of, micro_batch_rows, token_budget_bins
-from hybridrl.config.levers import MicroBatching
+from hybridrl.plan.levers import MicroBatching
 
 
 def covered(bins) -> list[int]:

@@ -43,22 +43,22 @@ def test_scorer_modules_register_into_the_leaf_registry_not_their_package():
 
 
 def test_which_roles_a_config_builds_is_decided_below_the_checks():
-    """config/roles.py (needs_critic, needs_reference, critic_batch_plan, policy_loss_params) reads only the
+    """plan/roles.py (needs_critic, needs_reference, critic_batch_plan, policy_loss_params) reads only the
     schema, the batch plan and two pure registries of algos/; the derivation and the memory estimate import it
-    instead of validate.py, which imports them."""
-    config = PACKAGE / "config"
-    assert imported_modules(config / "roles.py") <= {"hybridrl.algos.advantages", "hybridrl.algos.policy_losses",
-                                                     "hybridrl.config.plan", "hybridrl.config.schema"}
+    instead of the checks or resolve.py, which import them."""
+    plan = PACKAGE / "plan"
+    assert imported_modules(plan / "roles.py") <= {"hybridrl.algos.advantages", "hybridrl.algos.policy_losses",
+                                                   "hybridrl.plan.batch_plan", "hybridrl.config.schema"}
     for name in ("derive.py", "memory.py", "memory_fixes.py"):
-        assert "hybridrl.config.validate" not in imported_modules(config / name), name
+        assert not {"hybridrl.plan.checks", "hybridrl.plan.resolve"} & imported_modules(plan / name), name
 
 
 def test_the_memory_check_sits_above_the_estimate_and_the_derivation():
     """memory.py estimates; memory_fixes.py checks the estimate and proposes fixes (check_memory) and fits derived
     sizes; derive.py calls it. Neither the estimate nor the fixes import back the modules above them."""
-    config = PACKAGE / "config"
-    assert "hybridrl.config.memory_fixes" not in imported_modules(config / "memory.py")
-    assert "hybridrl.config.derive" not in imported_modules(config / "memory_fixes.py")
+    plan = PACKAGE / "plan"
+    assert "hybridrl.plan.memory_fixes" not in imported_modules(plan / "memory.py")
+    assert "hybridrl.plan.derive" not in imported_modules(plan / "memory_fixes.py")
 
 
 def test_tool_classes_and_the_built_ins_never_import_the_config_loader():
@@ -72,3 +72,13 @@ def test_tool_classes_and_the_built_ins_never_import_the_config_loader():
 def test_the_timeline_recorder_imports_nothing_of_hybridrl():
     """Worker processes of any pool import it beside their roles; it must not pull in the trainer (or torch)."""
     assert imported_modules(PACKAGE / "timeline.py") == set()
+
+
+def test_the_vocabulary_sits_below_the_config_and_the_config_below_its_plan():
+    """vocab/ (other frameworks' words) imports nothing of config/ or above; config/ (keys, loading, key checks)
+    imports only the leaf modules, algos/ and vocab/: resolving a config into a run is plan/'s."""
+    for path in sorted((PACKAGE / "vocab").glob("*.py")):
+        assert {m.split(".")[1] for m in imported_modules(path)} <= {"errors", "vocab"}, path.name
+    below_config = {"errors", "registry", "paths", "batch", "batching", "user_code", "algos", "vocab", "config"}
+    for path in sorted((PACKAGE / "config").glob("*.py")):
+        assert {m.split(".")[1] for m in imported_modules(path)} <= below_config, path.name

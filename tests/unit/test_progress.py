@@ -203,7 +203,7 @@ def test_log_prob_forwards_count_micro_batches(model_and_tokenizer):
 
 
 def test_the_update_counts_micro_batches():
-    from hybridrl.distributed.sharding import Replicated
+    from hybridrl.parallel.sharding import Replicated
     from hybridrl.workers.update_loop import UpdatingWorker
 
     worker = UpdatingWorker()

@@ -1,8 +1,8 @@
 """The loopback OpenAI endpoint the agents talk to: POST /agents/{agent}/v1/chat/completions.
 
-A thin app over the batcher and the recorders: the request is validated with serve/protocol.py's models (the same
+A thin app over the batcher and the recorders: the request is validated with openai_api/protocol.py's models (the same
 400s as `hybridrl serve`), rendered by the chat template (with its tools), recorded (recorder.py), generated in the
-barrier's next engine call (batcher.py), and answered with serve/tools.py's split of the turn into content and
+barrier's next engine call (batcher.py), and answered with openai_api/tools.py's split of the turn into content and
 tool_calls. A malformed call is returned as text with finish_reason "stop" and counted. Sampling is the run's
 (rollout temperature, top-p): a request's own sampling fields are ignored so the recorded log-probs are the ones
 training assumes. With stream=true the same turn is generated and recorded, then sent as serve's chunks: the
@@ -19,11 +19,11 @@ from fastapi import FastAPI, Request  # this module is imported only by agent ro
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import StrictBool
 
+from hybridrl.openai_api.protocol import APIError, ChatRequest, parse
+from hybridrl.openai_api.responses import DONE, Meta, chunk, sse, usage
+from hybridrl.openai_api.tools import split_turn, template_messages
 from hybridrl.rollout.agent.batcher import Batcher
 from hybridrl.rollout.agent.recorder import Recorder
-from hybridrl.serve.protocol import APIError, ChatRequest, parse
-from hybridrl.serve.responses import DONE, Meta, chunk, sse, usage
-from hybridrl.serve.tools import split_turn, template_messages
 
 
 class AgentChatRequest(ChatRequest):
@@ -118,7 +118,7 @@ def _answer(tokenizer, rec: Recorder, ids: list[int], log_probs: list[float], pa
 
 
 async def _chunks(message: dict, finish: str, used: dict, include_usage: bool):
-    """A recorded turn as serve's server-sent events (serve/responses.py): the role, then the content and the
+    """A recorded turn as serve's server-sent events (openai_api/responses.py): the role, then the content and the
     tool_calls (each with its index) with the finish_reason, the usage if asked, [DONE]."""
     meta = Meta("chat", "policy")
     yield sse(chunk(meta, 0, {"role": "assistant", "content": ""}, None, include_usage))

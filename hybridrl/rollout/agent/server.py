@@ -21,11 +21,11 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
+from hybridrl.openai_api.protocol import APIError
 from hybridrl.rollout.agent.batcher import Batcher, EngineCall
 from hybridrl.rollout.agent.proxy import AgentLimits, build_app
 from hybridrl.rollout.agent.recorder import Recorder
 from hybridrl.rollout.agent.rows import ERROR, OK, TIMEOUT, AgentOutcome, returned_reward
-from hybridrl.serve.protocol import APIError
 from hybridrl.user_code import failure
 
 CANCEL_GRACE_S = 5.0  # how long a cancelled agent gets to unwind before the step goes on without it

@@ -9,7 +9,7 @@ from hybridrl.api.train import _write_data, config_source, train
 from hybridrl.cli import main
 from hybridrl.config.loader import load_config
 from hybridrl.config.schema import RLConfig
-from hybridrl.config.validate import load_rl_config
+from hybridrl.plan.resolve import load_rl_config
 from hybridrl.errors import ConfigError
 
 KEYS = {"algorithm.adv_estimator": "rloo", "data.train_batch_size": 4, "actor_rollout_ref.rollout.n": 2,

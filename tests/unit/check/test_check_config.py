@@ -66,7 +66,8 @@ def test_the_verl_gsm8k_command_passes(tmp_path):
 def test_every_key_train_says_has_no_effect_is_listed_by_the_check(tmp_path):
     """Issue #37: a key that has no effect gets train's warning line and is listed by the check; the two are
     separate code paths (trainer/build.py logs config_warnings; the check judges the config as given)."""
-    from hybridrl.config.validate import config_warnings, key_warnings, load_rl_config
+    from hybridrl.config.validate import key_warnings
+    from hybridrl.plan.resolve import config_warnings, load_rl_config
 
     overrides = ["critic.optim.lr=1e-4", "algorithm.gamma=0.9", f"{ACTOR}.fsdp_config.param_offload=true",
                  "algorithm.kl_ctrl.kl_coef=0.2", "actor_rollout_ref.rollout.multi_turn.max_assistant_turns=3"]

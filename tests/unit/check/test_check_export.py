@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from hybridrl.check.result import FAIL, PASS
-from hybridrl.models import export as export_module
+from hybridrl.trainer import export as export_module
 
 from test_check_resume import context, run_check  # tests/unit/check/test_check_resume.py
 

@@ -81,7 +81,8 @@ def test_a_resume_that_starts_the_pool_at_the_stale_version_fails_naming_the_ste
     # seeded: the resumed run starts the pool at the version of the batch that was in flight at the checkpoint
     # (step - 2, as the uninterrupted run's batch of that step had), not at the checkpoint's
     def stale_start(self, first_step: int) -> None:
-        self.lookahead, self.next_step = copy.deepcopy(self.sampler), first_step
+        self.lookahead = copy.deepcopy(self.sampler)
+        self.schedule.start(first_step)
         self._push(first_step - 2 if first_step > 1 else 0)
 
     monkeypatch.setattr(AsyncRollouts, "start", stale_start)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from hybridrl.config.validate import load_rl_config_checked
+from hybridrl.plan.resolve import load_rl_config_checked
 from hybridrl.errors import ConfigError
 from hybridrl.rollout.agent.loading import check_agent, load_agent
 

@@ -8,7 +8,7 @@ import pytest
 
 from hybridrl.config.async_checks import batches_per_sync
 from hybridrl.config.schema_async import AsyncTrainingConfig
-from hybridrl.config.validate import load_rl_config
+from hybridrl.plan.resolve import load_rl_config
 from hybridrl.errors import ConfigError
 
 POOL = ["rollout.n_gpus_per_node=1", "rollout.nnodes=1", "trainer.backend=ray"]

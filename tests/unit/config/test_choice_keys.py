@@ -10,14 +10,14 @@ import pytest
 from hybridrl.config.choice_keys import CHOICE_KEYS
 from hybridrl.config.loader import field_type, valid_keys
 from hybridrl.config.schema import RLConfig
-from hybridrl.config.validate import load_rl_config_checked
+from hybridrl.plan.resolve import load_rl_config_checked
 from hybridrl.trainer.tracking import LOGGERS
 
 ARR = "actor_rollout_ref"
 FIELDS = valid_keys(RLConfig)
 DECLARED = {k: f.metadata["choices"] for k, f in FIELDS.items() if "choices" in f.metadata}
 REGISTRY = {c.key: tuple(c.registry.names()) for c in CHOICE_KEYS}
-DTYPE = ("fp32", "bf16")  # config/levers.py dtype_name, spelled fp32/float32, bf16/bfloat16
+DTYPE = ("fp32", "bf16")  # plan/levers.py dtype_name, spelled fp32/float32, bf16/bfloat16
 DTYPES = {k: DTYPE for k in FIELDS if k.endswith(("param_dtype", "reduce_dtype", "buffer_dtype", "model_dtype"))}
 LISTS = {"trainer.logger": tuple(LOGGERS)}
 CHOICES = {**DECLARED, **REGISTRY, **DTYPES, **LISTS}

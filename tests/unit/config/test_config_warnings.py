@@ -1,11 +1,12 @@
-"""`hybridrl train`'s start-up warnings (config/validate.py config_warnings): a key the user set away from its
+"""`hybridrl train`'s start-up warnings (plan/resolve.py config_warnings): a key the user set away from its
 default that this config never reads gets one line saying why; defaults and derived values get none."""
 
 from __future__ import annotations
 
 from hybridrl.config.loader import load_config
 from hybridrl.config.schema import RLConfig
-from hybridrl.config.validate import config_warnings, key_warnings, load_rl_config
+from hybridrl.config.validate import key_warnings
+from hybridrl.plan.resolve import config_warnings, load_rl_config
 
 ARR = "actor_rollout_ref"
 

@@ -12,13 +12,13 @@ from hybridrl.config.constraints import range_text
 from hybridrl.config.loader import field_type, load_config, valid_keys
 from hybridrl.config.schema import RLConfig
 from hybridrl.config.sft import SFTConfig
-from hybridrl.config.validate import load_rl_config
+from hybridrl.plan.resolve import load_rl_config
 from hybridrl.errors import ConfigError, ConfigErrors
 
 A = "actor_rollout_ref.actor."
 
 # keys whose values are free text, paths, registry names (checked against their registry in validate.py,
-# whose error lists the names) or dtype spellings (config/levers.py accepts verl's many spellings)
+# whose error lists the names) or dtype spellings (plan/levers.py accepts verl's many spellings)
 FREE_STRINGS = {
     "data.prompt_key", "data.reward_fn_key", "actor_rollout_ref.model.path", "actor_rollout_ref.model.lora_adapter_path",
     "actor_rollout_ref.actor.policy_loss.loss_mode", "actor_rollout_ref.actor.loss_agg_mode",
@@ -34,7 +34,7 @@ FREE_STRINGS = {
     "actor_rollout_ref.model.target_modules", "actor_rollout_ref.model.exclude_modules", "critic.model.target_modules",
     "critic.model.exclude_modules",
     "distillation.teacher_model.model_path",
-    "distillation.distillation_loss.loss_mode",  # a KL_ESTIMATORS name (validate.py _check_distillation)
+    "distillation.distillation_loss.loss_mode",  # a KL_ESTIMATORS name (config/validate.py check_distillation)
     "trainer.logger",  # tracking.check_loggers: the names and, for each, that its package is installed
 }
 

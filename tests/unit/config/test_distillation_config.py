@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from hybridrl.config.levers import skips_zero_advantage, zero_advantage_note
+from hybridrl.plan.levers import skips_zero_advantage, zero_advantage_note
 from hybridrl.config.loader import load_config
-from hybridrl.config.memory import estimate_memory
-from hybridrl.config.placement import describe_placement, pool_roles, pool_sizes
+from hybridrl.plan.memory import estimate_memory
+from hybridrl.plan.placement import describe_placement, pool_roles, pool_sizes
 from hybridrl.config.schema import RLConfig
-from hybridrl.config.validate import validate_rl_config
+from hybridrl.plan.resolve import validate_rl_config
 from hybridrl.errors import ConfigError
 
 ON = ("distillation.enabled=true", "distillation.teacher_model.model_path=tiny-arith")
@@ -101,7 +101,7 @@ def test_teacher_pool_checks(overrides, message):
 
 
 def test_k1_is_the_reward_of_the_policy_gradient_mode_and_other_rewards_warn():
-    from hybridrl.config.validate import config_warnings
+    from hybridrl.plan.resolve import config_warnings
 
     pg = config(*ON, "distillation.distillation_loss.use_policy_gradient=true", "distillation.distillation_loss.loss_mode=k1")
     assert config_warnings(pg) == []

@@ -7,7 +7,7 @@ import pytest
 
 from hybridrl.config.loader import load_config
 from hybridrl.config.schema import RLConfig
-from hybridrl.config.validate import validate_rl_config
+from hybridrl.plan.resolve import validate_rl_config
 
 EXAMPLES = sorted(glob.glob(os.path.join(os.path.dirname(__file__), "../../../examples/*.yaml")))
 

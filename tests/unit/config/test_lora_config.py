@@ -8,7 +8,7 @@ import pytest
 
 from hybridrl.config.loader import load_config
 from hybridrl.config.schema import RLConfig
-from hybridrl.config.validate import validate_rl_config
+from hybridrl.plan.resolve import validate_rl_config
 from hybridrl.errors import ConfigError
 from hybridrl.workers.build import lora_settings
 

@@ -8,9 +8,9 @@ import re
 import pytest
 
 from hybridrl.config.loader import load_config
-from hybridrl.config.plan import BatchPlan
+from hybridrl.plan.batch_plan import BatchPlan
 from hybridrl.config.schema import RLConfig
-from hybridrl.config.validate import validate_rl_config
+from hybridrl.plan.resolve import validate_rl_config
 from hybridrl.errors import ConfigError
 
 
@@ -242,7 +242,7 @@ def test_size_below_one(key):
 
 
 def test_critic_batch_sizes_default_to_the_actors_and_errors_name_critic_keys():
-    from hybridrl.config.validate import critic_batch_plan
+    from hybridrl.plan.roles import critic_batch_plan
 
     cfg = load_config(RLConfig, None, ["algorithm.adv_estimator=gae", "actor_rollout_ref.actor.ppo_mini_batch_size=16",
                                        "critic.ppo_micro_batch_size_per_gpu=32"])
@@ -291,7 +291,7 @@ def test_algorithm_settings_errors(overrides, message):
 
 
 def test_both_kl_terms_warn_and_each_alone_does_not():
-    from hybridrl.config.validate import config_warnings
+    from hybridrl.plan.resolve import config_warnings
 
     def warnings(*overrides):
         return config_warnings(load_config(RLConfig, None, list(overrides)))
@@ -358,7 +358,7 @@ def test_cuda_without_a_gpu_is_refused_before_anything_loads():
 
 
 def test_a_critic_pool_plans_its_batches_over_its_own_workers():
-    from hybridrl.config.validate import critic_batch_plan
+    from hybridrl.plan.roles import critic_batch_plan
 
     cfg = load_config(RLConfig, None, ["algorithm.adv_estimator=gae", "trainer.backend=ray", "trainer.n_gpus_per_node=2",
                                        "critic.n_workers=4", "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=16"])
@@ -371,8 +371,8 @@ def test_a_critic_pool_plans_its_batches_over_its_own_workers():
 def test_a_critic_pool_per_node_is_sized_and_laid_out_like_the_other_pools():
     """critic.enable_resource_pool with critic.n_gpus_per_node x critic.nnodes (the reward model's and teacher's
     keys): 2 x 2 = 4 critic workers, two per node, its batches planned over the 4, the placement per node."""
-    from hybridrl.config.placement import describe_placement, pool_sizes
-    from hybridrl.config.validate import critic_batch_plan
+    from hybridrl.plan.placement import describe_placement, pool_sizes
+    from hybridrl.plan.roles import critic_batch_plan
 
     cfg = load_config(RLConfig, None, ["algorithm.adv_estimator=gae", "trainer.backend=ray", "trainer.n_gpus_per_node=1",
                                        "trainer.nnodes=2", "critic.enable_resource_pool=true",

@@ -18,20 +18,20 @@ import torch
 import torch.multiprocessing as mp
 
 from hybridrl.batch import select
-from hybridrl.distributed.dp import SINGLE, init_data_parallel
-from hybridrl.distributed.sharding import FullyShard, Replicated, make_sharding
+from hybridrl.parallel.dp import SINGLE, init_data_parallel
+from hybridrl.parallel.sharding import FullyShard, Replicated, make_sharding
 from hybridrl.models.loading import eos_token_ids, load_causal_lm, load_tokenizer
 from hybridrl.models.memory import offload_optimizer_state, on_device
 from hybridrl.models.precision import Precision
 from hybridrl.rollout.base import SamplingParams
 from hybridrl.rollout.hf import HFRolloutEngine
-from hybridrl.trainer.optim import build_optimizer
+from hybridrl.workers.optim import build_optimizer
 from hybridrl.workers.policy import Policy
 from hybridrl.workers.reference import Reference
 
 TESTS = __file__.rsplit("/tests/", 1)[0] + "/tests"
 sys.path.insert(0, f"{TESTS}/unit/workers")
-sys.path.insert(0, f"{TESTS}/unit/distributed")
+sys.path.insert(0, f"{TESTS}/unit/parallel")
 sys.path.insert(0, f"{TESTS}/unit/rollout")
 from ranks import spawn_two_ranks  # noqa: E402
 from test_decode import _prompts  # noqa: E402

@@ -91,11 +91,13 @@ def test_a_full_model_folder_names_the_critic_key(random_model_dir, tmp_path):
 def test_the_new_adapters_and_head_depend_on_trainer_seed_only(random_model_dir):
     from hybridrl.config.loader import load_config
     from hybridrl.config.schema import RLConfig
+    from hybridrl.plan.resolve import fill_precision
     from hybridrl.workers.build import build_critic
 
     def trained_init(global_seed: int, *more: str) -> dict[str, torch.Tensor]:
         cfg = load_config(RLConfig, None, ["algorithm.adv_estimator=gae", "critic.model.lora_rank=4",
                                            f"actor_rollout_ref.model.path={random_model_dir}", *more])
+        fill_precision(cfg)  # the `auto` dtypes, as plan/resolve.py fills them in before any role is built
         torch.manual_seed(global_seed)  # earlier draws of the process must not matter
         module = build_critic(cfg, total=1).module
         return {n: p.detach().clone() for n, p in module.named_parameters() if p.requires_grad}

@@ -50,7 +50,7 @@ def test_a_config_json_transformers_cannot_read_is_one_line(tmp_path):
     with pytest.raises(ConfigError, match=re.escape(f"model {tmp_path}: cannot load it as a HuggingFace model "
                                                     "(Unrecognized model in")):
         load_causal_lm(str(tmp_path))
-    from hybridrl.config.memory import _dims
+    from hybridrl.plan.memory import _dims
 
     with pytest.raises(ConfigError, match=re.escape(f"actor_rollout_ref.model.path='{tmp_path}': cannot load it")):
         _dims(str(tmp_path), "actor_rollout_ref.model.path")

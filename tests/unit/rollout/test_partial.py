@@ -74,6 +74,7 @@ def test_a_swap_at_step_t_samples_tokens_from_t_on_with_the_new_weights(lean, sw
     assert torch.equal(out.versions, expected)
 
 
+@pytest.mark.slow  # 12 s of decoding
 def test_without_a_swap_the_output_is_the_plain_engines_bit_for_bit():
     ids, mask = prompts()
     for lean in (True, False):

@@ -12,10 +12,11 @@ import pytest
 import torch
 from serve_helpers import LIMITS, MODEL, make_service
 
+from hybridrl.batch import left_pad
 from hybridrl.rollout.base import SamplingParams
 from hybridrl.rollout.hf import HFRolloutEngine
 from hybridrl.serve.app import AppSettings, build_app
-from hybridrl.serve.hf import HFBackend, left_pad, select_batch
+from hybridrl.serve.hf import HFBackend, select_batch
 from hybridrl.serve.jobs import Inbox, Job, Sampling
 from hybridrl.serve.text import TextStream
 
@@ -114,6 +115,7 @@ def test_each_job_of_a_batch_keeps_its_own_max_tokens_and_a_cancelled_one_stops(
     assert jobs[1].tokens[:3] == jobs[0].tokens  # same prompt, greedy
 
 
+@pytest.mark.slow  # 18 s of decoding
 def test_step_callback_ends_rows_and_leaves_the_others_unchanged(tiny):
     engine = HFRolloutEngine(tiny.model, tiny.eos, tiny.tok.pad_token_id, max_num_seqs=2)  # 2 chunks of 2 rows
     ids, mask = left_pad([tiny.tok(p)["input_ids"] for p in ("What is", "hello world", "1+2=", "What is")], 0, "cpu")

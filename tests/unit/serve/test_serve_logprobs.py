@@ -10,7 +10,7 @@ import torch
 from serve_helpers import MODEL, chat_ids
 from test_serve_generation import chat, complete, events
 
-from hybridrl.serve.logprobs import TokenLogprob, chat_logprobs, from_logits, legacy_logprobs
+from hybridrl.serve.logprobs import from_logits
 
 TOL = 1e-5
 
@@ -22,22 +22,6 @@ def direct(tiny):
         with torch.no_grad():
             return torch.log_softmax(tiny.model(input_ids=torch.tensor([ids])).logits[0].float(), -1)
     return run
-
-
-def test_legacy_shape_by_hand():
-    """Two prompt tokens (the first has no log-prob) and one generated token after a 4-character prompt text."""
-    prompt = [TokenLogprob("ab", None), TokenLogprob("c", -0.5, (("d", -0.25),))]
-    body = legacy_logprobs(prompt)
-    assert body == {"tokens": ["ab", "c"], "token_logprobs": [None, -0.5],
-                    "top_logprobs": [None, {"c": -0.5, "d": -0.25}], "text_offset": [0, 2]}
-    assert legacy_logprobs([TokenLogprob("e", -1.0)], offset=4)["text_offset"] == [4]
-
-
-def test_chat_shape_by_hand():
-    """'é' is two UTF-8 bytes; top_logprobs holds exactly the top k (here 1)."""
-    body = chat_logprobs([TokenLogprob("é", -0.75, (("x", -0.5),))])
-    assert body == {"content": [{"token": "é", "logprob": -0.75, "bytes": [195, 169],
-                                 "top_logprobs": [{"token": "x", "logprob": -0.5, "bytes": [120]}]}]}
 
 
 def test_from_logits_is_the_raw_log_softmax_with_top_k():

@@ -3,8 +3,6 @@ OpenAI `tool_calls` (streamed too), a malformed call returned as text and counte
 
 from __future__ import annotations
 
-import json
-
 import pytest
 from fastapi.testclient import TestClient
 from serve_helpers import MODEL
@@ -13,10 +11,9 @@ from test_serve_app import error_of
 from test_serve_generation import events
 
 from hybridrl.serve.app import AppSettings, build_app
-from hybridrl.serve.protocol import Message
 from hybridrl.serve.requests import Limits
+from hybridrl.serve.responses import ToolStream
 from hybridrl.serve.service import GenerationService
-from hybridrl.serve.tools import ToolStream, split_turn, template_messages
 
 CHAT = "/v1/chat/completions"
 ASK = [{"role": "user", "content": "What is 12+30?"}]
@@ -48,22 +45,6 @@ def counters(client) -> dict[str, int]:
     return {line.split()[0]: int(line.split()[1]) for line in text.splitlines() if not line.startswith("#")}
 
 
-def test_split_turn():
-    one = split_turn(CALL)
-    assert one.content is None and one.malformed == 0 and len(one.calls) == 1
-    call = one.calls[0]
-    assert call["type"] == "function" and call["id"].startswith("call_")
-    assert call["function"] == {"name": "calculator", "arguments": '{"expression": "12+30"}'}
-    two = split_turn("Let me compute.\n" + CALL + "\n" + CALL.replace("12+30", "1+2"))
-    assert two.content == "Let me compute.\n\n" and [json.loads(c["function"]["arguments"]) for c in two.calls] == [
-        {"expression": "12+30"}, {"expression": "1+2"}]
-    assert split_turn("42") == split_turn("42")
-    assert (split_turn("42").content, split_turn("42").calls, split_turn("42").malformed) == ("42", [], 0)
-    for broken in (BROKEN, CALL + BROKEN, '<tool_call>{"arguments": {}}</tool_call>', "<tool_call>{\"name\": \"x\""):
-        turn = split_turn(broken)
-        assert (turn.content, turn.calls, turn.malformed) == (broken, [], 1)
-
-
 def test_tool_stream_never_sends_part_of_a_call_as_text():
     text = "Sure. " + CALL
     stream, sent = ToolStream(), ""
@@ -74,16 +55,6 @@ def test_tool_stream_never_sends_part_of_a_call_as_text():
     assert turn.content is None and turn.calls[0]["function"]["name"] == "calculator"
     plain = ToolStream()
     assert plain.feed("12 <tool") == "12 " and plain.feed("s>") == "<tools>" and plain.finish().content == ""
-
-
-def test_template_messages_give_the_template_arguments_as_objects():
-    history = [Message(role="assistant", tool_calls=[
-        {"id": "c1", "function": {"name": "calculator", "arguments": '{"expression": "1+2"}'}}]),
-        Message(role="tool", content="3", tool_call_id="c1")]
-    assert template_messages(history) == [
-        {"role": "assistant", "content": "", "tool_calls": [
-            {"id": "c1", "type": "function", "function": {"name": "calculator", "arguments": {"expression": "1+2"}}}]},
-        {"role": "tool", "content": "3", "tool_call_id": "c1"}]
 
 
 def test_a_call_is_returned_as_tool_calls_and_counted(scripted):

@@ -3,8 +3,8 @@ with hand-counted workers; the check that a run's workers are inside its placeme
 
 import pytest
 
-from hybridrl.config.memory import MIB, RUNTIME_BYTES, estimate_memory
-from hybridrl.config.validate import load_rl_config
+from hybridrl.plan.memory import MIB, RUNTIME_BYTES, estimate_memory
+from hybridrl.plan.resolve import load_rl_config
 from hybridrl.distributed.placement_group import check_same_group
 from hybridrl.errors import ConfigErrors, HybridRLError
 from hybridrl.sweep.check import check_sweep

@@ -2,7 +2,7 @@
 
 import pytest
 
-from hybridrl.config.memory import MIB
+from hybridrl.plan.memory import MIB
 from hybridrl.sweep.resources import Machine, TrialNeeds, derive_concurrency, largest_needs
 from hybridrl.sweep.space import grid_size, parse_entry
 
@@ -80,7 +80,7 @@ def test_the_sweep_files_max_concurrent_caps_the_derived_bound():
 
 
 def test_a_sweep_takes_the_memory_of_its_largest_swept_value(default_data_cwd):  # the base's data files exist
-    from hybridrl.config.memory import fmt_bytes
+    from hybridrl.plan.memory import fmt_bytes
     from hybridrl.sweep.check import load_trial_config
     from hybridrl.sweep.driver import derive
     from hybridrl.sweep.resources import trial_needs

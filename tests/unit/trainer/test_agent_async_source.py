@@ -19,6 +19,7 @@ from hybridrl.models.tiny import build_tokenizer
 from hybridrl.rollout.base import SamplingParams
 from hybridrl.trainer.agent_async import SPILL, SPILL_STEP, AsyncAgentSource, draw_call
 from hybridrl.trainer.agent_source import AgentSettings
+from hybridrl.trainer.async_schedule import AsyncSchedule
 
 TURN = [81, 77, 2]  # every completion: "ok" and EOS
 GROUPS, N, TURNS = 2, 2, 2  # prompts per step, agents per prompt, completions per agent
@@ -87,7 +88,8 @@ def source(pool, agent=two_turns, total=3, ahead=1, prox=False, timeout_s=10.0):
                              sampler=Sampler(), policy=SimpleNamespace(engine_weights=lambda: "weights"),
                              sampling=SamplingParams(16, 1.0), reward=reward)
     settings = AgentSettings(timeout_s, TURNS, 50, "zero", 256, 256)
-    return AsyncAgentSource(inputs, agent, settings, N, pool, total, sync_every=1, ahead=ahead, prox=prox)
+    schedule = AsyncSchedule(total_steps=total, sync_every=1, ahead=ahead, prox=prox, reaches_started=True)
+    return AsyncAgentSource(inputs, agent, settings, N, pool, schedule)
 
 
 def wait_until(condition, timeout_s=10.0):

@@ -10,6 +10,7 @@ import pytest
 from hybridrl.data.sampler import PromptSampler
 from hybridrl.errors import HybridRLError
 from hybridrl.trainer.async_rollout import AsyncRollouts
+from hybridrl.trainer.async_schedule import AsyncSchedule
 
 
 class Got(tuple):
@@ -45,14 +46,20 @@ class FakeData:
         return SimpleNamespace(index=index)
 
 
+def queue(pool, sampler, total: int, sync_every: int, ahead: int) -> AsyncRollouts:
+    inputs = SimpleNamespace(policy=SimpleNamespace(engine_weights=lambda: "w"), train_data=FakeData(),
+                             sampler=sampler, pad_id=0, sampling=None)
+    return AsyncRollouts(pool, inputs, 2, AsyncSchedule(total_steps=total, sync_every=sync_every, ahead=ahead,
+                                                        prox=False))
+
+
 def run_schedule(total: int, sync_every: int, ahead: int, first: int = 1):
     """Trains steps first..total like the driver: take, update, push. Returns the pool, the (call, version)
     each step got, and each step's metrics."""
     pool, trainer_sampler = FakePool(), PromptSampler(100, 4, seed=0)
     for _ in range(first - 1):  # a resumed run's sampler holds the steps trained
         trainer_sampler.next_batch()
-    source = AsyncRollouts(pool, SimpleNamespace(engine_weights=lambda: "w"), FakeData(), trainer_sampler, 0, 2, None,
-                           total, sync_every, ahead, prox=False)
+    source = queue(pool, trainer_sampler, total, sync_every, ahead)
     source.start(first)
     got, metrics = [], []
     for step in range(first, total + 1):
@@ -98,8 +105,7 @@ def test_a_resumed_run_starts_from_the_checkpoint_weights_with_lag_0():
 
 def test_a_batch_for_other_prompts_is_an_error_not_a_silent_mix_up():
     pool, sampler = FakePool(), PromptSampler(100, 4, seed=0)
-    source = AsyncRollouts(pool, SimpleNamespace(engine_weights=lambda: "w"), FakeData(), sampler, 0, 2, None, 3, 1, 1,
-                           prox=False)
+    source = queue(pool, sampler, total=3, sync_every=1, ahead=1)
     source.start(1)
     with pytest.raises(HybridRLError, match="batch of step 1 was generated for prompts"):
         source.take(SimpleNamespace(index=[-1, -2, -3, -4]), {})

@@ -11,7 +11,7 @@ import pytest
 import hybridrl.trainer.build as build
 from hybridrl.config.loader import load_config
 from hybridrl.config.schema import RLConfig
-from hybridrl.config.validate import validate_rl_config
+from hybridrl.plan.resolve import validate_rl_config
 from hybridrl.errors import ConfigError
 
 

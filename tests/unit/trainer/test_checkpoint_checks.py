@@ -12,7 +12,7 @@ import re
 import pytest
 
 from hybridrl.errors import ConfigError, HybridRLError
-from hybridrl.models.export import DamagedCheckpoint, actor_folder
+from hybridrl.trainer.export import DamagedCheckpoint, actor_folder
 from hybridrl.trainer import checkpoint
 from hybridrl.trainer.manifest import read_manifest
 

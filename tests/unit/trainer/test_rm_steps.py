@@ -14,7 +14,7 @@ from hybridrl.config.loader import load_config
 from hybridrl.config.rm import RMConfig
 from hybridrl.data.preference import PreferenceColumns, PreferenceDataset
 from hybridrl.models.loading import load_tokenizer, reward_model_to_train
-from hybridrl.trainer.optim import build_optimizer
+from hybridrl.workers.optim import build_optimizer
 from hybridrl.trainer.rm import _Parts, evaluate, pair_rewards, score_pairs, train_step
 
 

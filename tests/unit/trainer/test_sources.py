@@ -102,4 +102,4 @@ def test_the_run_gets_the_async_source_only_with_a_rollout_pool():
     pooled = rollout_source(load_config(RLConfig, None, ["rollout.n_gpus_per_node=1", "rollout.nnodes=1"]), run, 4,
                             8, None, 10, pool=object())
     assert isinstance(sync, SyncSource) and isinstance(pooled, AsyncSource)
-    assert (pooled.rollouts.n, pooled.rollouts.total) == (4, 10)
+    assert (pooled.rollouts.n, pooled.rollouts.schedule.total_steps) == (4, 10)

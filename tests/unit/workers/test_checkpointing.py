@@ -8,13 +8,13 @@ from __future__ import annotations
 import pytest
 import torch
 
-from hybridrl.distributed.sharding import Replicated
+from hybridrl.parallel.sharding import Replicated
 from hybridrl.models.forward import PLAIN, Layout
 from hybridrl.models.loading import load_causal_lm, load_value_model
 from hybridrl.models.lora import LoraSettings, apply_lora
 from hybridrl.models.memory import enable_checkpointing
 from hybridrl.models.precision import FP32, Precision
-from hybridrl.trainer.optim import build_optimizer
+from hybridrl.workers.optim import build_optimizer
 from hybridrl.workers.critic import Critic, CriticSettings
 from hybridrl.workers.policy import Policy
 from saved_activations import SavedActivations

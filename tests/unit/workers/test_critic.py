@@ -6,7 +6,7 @@ import torch
 from hybridrl.batch import Sequences
 from hybridrl.models.forward import Layout, batched_values, response_values
 from hybridrl.models.loading import load_value_model
-from hybridrl.trainer.optim import build_optimizer
+from hybridrl.workers.optim import build_optimizer
 from hybridrl.workers.critic import Critic, CriticBatch, CriticSettings
 
 

@@ -5,10 +5,10 @@ import torch
 
 from hybridrl.algos.policy_losses import PolicyLossParams
 from hybridrl.batch import Sequences, TrainBatch
-from hybridrl.config.levers import MicroBatching
+from hybridrl.plan.levers import MicroBatching
 from hybridrl.models.forward import Layout
 from hybridrl.models.loading import load_causal_lm
-from hybridrl.trainer.optim import build_optimizer
+from hybridrl.workers.optim import build_optimizer
 from hybridrl.workers.policy import Policy, UpdateSettings
 
 

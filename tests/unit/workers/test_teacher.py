@@ -11,7 +11,7 @@ from hybridrl.algos.distill import teacher_metrics
 from hybridrl.batch import PromptBatch, TrainBatch
 from hybridrl.config.loader import load_config
 from hybridrl.config.schema import RLConfig
-from hybridrl.config.validate import validate_rl_config
+from hybridrl.plan.resolve import validate_rl_config
 from hybridrl.errors import ConfigError
 from hybridrl.models.loading import load_causal_lm, load_tokenizer
 from hybridrl.models.vocab_match import check_logits_cover, check_same_tokenizer, logits_size
@@ -71,6 +71,7 @@ def perturbed_student(perturbed_tiny_arith) -> str:
     return perturbed_tiny_arith(3)
 
 
+@pytest.mark.slow  # trains the student several steps per estimator (9-17 s each)
 @pytest.mark.parametrize("estimator, policy_gradient", [("k3", False), ("k3+", False), ("k1", True)])
 def test_distillation_alone_moves_the_students_log_probs_toward_the_teacher(perturbed_student, estimator,
                                                                             policy_gradient):

@@ -13,7 +13,7 @@ from hybridrl.algos.zero_advantage import rows_with_signal, why_not_exact
 from hybridrl.batch import Sequences, TrainBatch, select
 from hybridrl.models.forward import Layout
 from hybridrl.models.loading import load_causal_lm
-from hybridrl.trainer.optim import build_optimizer
+from hybridrl.workers.optim import build_optimizer
 from hybridrl.trainer.phases import old_log_probs_with_signal
 from hybridrl.workers.policy import Policy
 
@@ -134,7 +134,7 @@ def test_a_mini_batch_with_no_gradient_still_takes_adamw_s_step(random_model_dir
 
 
 def test_entropy_or_kl_keep_every_row(random_model_dir):
-    from hybridrl.config.levers import skips_zero_advantage, zero_advantage_note
+    from hybridrl.plan.levers import skips_zero_advantage, zero_advantage_note
     from hybridrl.config.loader import load_config
     from hybridrl.config.schema import RLConfig
 
