@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 ARGS ?=
 
-.PHONY: install train test test-latest lock data tiny-model clean vllm bench smollm2 gpu-check docs
+.PHONY: install train test test-slow test-all test-latest lock data tiny-model clean vllm bench smollm2 gpu-check docs
 
 # The locked set (hybridrl[test]: every optional backend the suite covers but vLLM), then hybridrl itself.
 $(STAMP): pyproject.toml requirements/base.lock
@@ -27,8 +27,22 @@ data: data/arithmetic/train.parquet
 train: $(STAMP) data/arithmetic/train.parquet
 	$(VENV)/bin/hybridrl train $(ARGS)
 
+# The suite in two tiers. `make test` (the README's command): every test without the `slow` marker, in a few
+# minutes; `make test-slow`: the end-to-end runs (Ray clusters, vLLM engines, subprocess runs, browsers);
+# `make test-all` runs both, which is what CI does. pytest-xdist runs a worker per core, a test module to one
+# worker (--dist loadfile: a module's Ray cluster, engine or server is started once); TEST_WORKERS=0 runs the
+# tests in one process. Each run ends with the 25 slowest tests and the budget line (tests/budget_plugin.py: a test
+# without the slow marker over 20 s fails the run).
+TEST_WORKERS ?= 2
+PYTEST = $(PY) -m pytest -q -rs --durations=25 -n $(TEST_WORKERS) --dist loadfile
+
 test: $(STAMP)
-	$(PY) -m pytest -q -rs --durations=25
+	$(PYTEST) -m "not slow"
+
+test-slow: $(STAMP)
+	$(PYTEST) -m slow
+
+test-all: test test-slow
 
 # The docs site (mkdocs.yml, docs/): the config reference regenerated from the schema, then a strict build into
 # build/site (a dead link or a page missing from the nav fails it). `make test` runs the same build

@@ -13,7 +13,14 @@ import torch
 # asserts the same tolerances on every machine kind; set before any config is made, and inherited by the runs
 # the tests start. The tests of `auto` itself (tests/unit/config/test_precision_auto.py) unset it.
 os.environ["HYBRIDRL_AUTO_DTYPE"] = "fp32"
+# Under pytest-xdist (`make test` runs a worker per core) each worker computes on one thread, and so do the runs it
+# starts (subprocesses, Ray workers of its local cluster, through OMP_NUM_THREADS): two workers of two threads each
+# on two cores spend their time spinning in OpenMP barriers. A test of thread settings sets its own.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ["OMP_NUM_THREADS"] = "1"
+    torch.set_num_threads(1)
 
+from budget_plugin import pytest_configure  # noqa: E402,F401  (the suite's time budget)
 from hybridrl.data.arithmetic import write_dataset  # noqa: E402
 from hybridrl.models.tiny import build_model, build_tokenizer  # noqa: E402
 

@@ -15,6 +15,7 @@ import speed  # noqa: E402
 import workload  # noqa: E402
 
 
+@pytest.mark.slow  # runs bench/ scripts in a subprocess (30-130 s on 2 cores)
 def test_hybridrl_runner_runs_the_fixed_workload(random_model_dir, tmp_path):
     out = tmp_path / "steps.jsonl"
     subprocess.run([sys.executable, str(REPO / "bench" / "hybridrl_grpo.py"), "--model", random_model_dir,
@@ -29,6 +30,7 @@ def test_hybridrl_runner_runs_the_fixed_workload(random_model_dir, tmp_path):
         assert "update_actor" in r["timing"] and "old_log_prob" not in r["timing"] and "ref" not in r["timing"]
 
 
+@pytest.mark.slow  # runs bench/ scripts in a subprocess (30-130 s on 2 cores)
 def test_hybridrl_runner_runs_the_learning_workload(tmp_path):
     """The bundled tiny-arith on the arithmetic prompts, EOS on: lengths vary, groups with equal rewards
     are reported and left out of the update (the default), and bf16 turns on its levers."""
@@ -49,6 +51,7 @@ def test_hybridrl_runner_runs_the_learning_workload(tmp_path):
         assert all((r["is_weight_mean"] is not None) == bf16 for r in records)
 
 
+@pytest.mark.slow  # runs bench/ scripts in a subprocess (30-130 s on 2 cores)
 def test_profiled_ops_fall_into_their_categories(tmp_path):
     import hybridrl_grpo
 
@@ -172,6 +175,7 @@ def test_the_profile_counts_the_packed_projections_as_matmuls_with_their_flops()
     assert hybridrl_grpo.category("mkldnn::_linear_pointwise") == "matmul"
 
 
+@pytest.mark.slow  # runs bench/ scripts in a subprocess (30-130 s on 2 cores)
 def test_an_optional_row_that_fails_is_reported_not_fatal(tmp_path):
     """TRL's torch_compile rows may fail on a machine (they did under ATEN_CPU_CAPABILITY=avx2): such a row is
     left out with its error line, while a failing core row still stops the bench with the log's tail."""

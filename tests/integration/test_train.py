@@ -14,9 +14,10 @@ import torch
 
 from hybridrl.config.loader import load_config
 from hybridrl.config.schema import RLConfig
-from hybridrl.config.validate import validate_rl_config
+from hybridrl.plan.resolve import validate_rl_config
 from hybridrl.trainer.build import build_run
 from hybridrl.trainer.rl import RLTrainer
+from tests.integration.cli_helpers import run_cli
 
 pytestmark = pytest.mark.slow
 
@@ -75,6 +76,12 @@ def test_several_mini_batches_and_epochs_recompute_old_log_probs(arith_data, tmp
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:
+    """In this process (tests/integration/cli_helpers.py): the checks and messages are the command's own."""
+    return run_cli(*args)
+
+
+def cli_process(*args: str) -> subprocess.CompletedProcess:
+    """The installed entry point, `python -m hybridrl`, in a process of its own: nothing else reaches its stderr."""
     return subprocess.run([sys.executable, "-m", "hybridrl", *args], capture_output=True, text=True, timeout=300)
 
 
@@ -107,7 +114,7 @@ def test_prompt_over_max_prompt_length_is_one_clear_line(arith_data, tmp_path):
 
 
 def test_config_errors_are_one_line_from_the_cli(tmp_path):
-    assert_one_line_error(cli("train", "data.train_batch_sise=3"), "did you mean 'data.train_batch_size'")
+    assert_one_line_error(cli_process("train", "data.train_batch_sise=3"), "did you mean 'data.train_batch_size'")
     assert_one_line_error(cli("train", "actor_rollout_ref.actor.ppo_mini_batch_size=5"),
                           "does not divide data.train_batch_size=32", "1, 2, 4, 8")
 

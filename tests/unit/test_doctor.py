@@ -307,6 +307,7 @@ def test_backend_imports_are_shown_as_they_finish():
     assert re.fullmatch(r"importing the optional backends: 2/2 backends in \d+\.\d s\n", stream.getvalue())
 
 
+@pytest.mark.slow  # collects this machine's real facts (a torch matmul benchmark, 27 s)
 def test_real_collection_on_this_machine(monkeypatch):
     """The real collector (import checks limited to two cheap backends): torch's real version, JSON-able."""
     monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "avx2")  # read as set; only a check decides what it means
