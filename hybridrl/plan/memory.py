@@ -60,7 +60,7 @@ from hybridrl.config.schema import RLConfig
 from hybridrl.errors import ConfigError
 
 GIB, MIB = 2 ** 30, 2 ** 20
-SHARDED = ("fsdp2", "fsdp")  # strategies that shard weights, gradients and AdamW state (distributed/sharding.py)
+SHARDED = ("fsdp2", "fsdp")  # strategies that shard weights, gradients and AdamW state (parallel/sharding.py)
 # RSS of a trainer process before any model: Python, torch, transformers with a Llama-family model class,
 # tokenizers, pyarrow and hybridrl's modules imported, a tokenizer and the datasets loaded. Measured 430-530 MiB
 # on torch 2.13 / transformers 5.19 (bench/memory.py records it per run); a CPU device only (on a GPU the
@@ -244,7 +244,7 @@ def _update_phase(role: str, key: str, d: ModelDims, plan: BatchPlan, shards: in
 
 
 def _optimizer_phase(role: str, d: ModelDims, shards: int, device: str, trained: int | None = None) -> Phase:
-    """torch's AdamW step. Plain fp32 tensors get the fused kernel (trainer/optim.py): no temporaries. Sharded
+    """torch's AdamW step. Plain fp32 tensors get the fused kernel (workers/optim.py): no temporaries. Sharded
     (DTensor) parameters get the default: foreach on CUDA, which materializes sqrt(v) of every trained
     parameter at once (`trained`, default all); on the CPU a per-tensor loop, the largest tensor's."""
     if shards == 1:
