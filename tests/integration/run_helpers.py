@@ -7,7 +7,7 @@ import os
 
 from hybridrl.config.loader import load_config
 from hybridrl.config.schema import RLConfig
-from hybridrl.plan.resolve import validate_rl_config
+from hybridrl.plan.resolve import resolve
 from hybridrl.trainer.build import build_run
 from hybridrl.trainer.rl import RLTrainer
 
@@ -29,7 +29,7 @@ def overrides(arith_data, run_dir, steps: int, *extra: str) -> list[str]:
 def train(args: list[str], log=lambda *_: None, before_fit=lambda run: None):
     """(run, summary) of a whole run; `before_fit(run)` sees the built run first."""
     cfg = load_config(RLConfig, None, args)
-    run = build_run(cfg, validate_rl_config(cfg), log=log)
+    run = build_run(resolve(cfg), log=log)
     before_fit(run)
     return run, RLTrainer(run, log=log).fit()
 
@@ -41,14 +41,15 @@ def metrics(run_dir) -> list[dict]:
 
 
 def resume_equals_uninterrupted(args, tmp_path) -> None:
-    """`args(run_dir)`: a 4-step run saving at step 2. Run it whole in a/, and in b/ lose everything after step 2
-    (as a crash would) and run the same command again: it resumes from step 2 and logs exactly a/'s metrics."""
+    """`args(run_dir)`: a 4-step run saving at step 2. Run it whole in a/, copy it to b/ and there lose everything
+    after step 2 (as a crash would), and run the same command again: it resumes from step 2 and logs exactly a/'s
+    metrics. (A copy, not a second whole run: the same files, one run fewer.)"""
     import shutil
 
     from hybridrl.trainer import checkpoint
 
     train(args(tmp_path / "a"))
-    train(args(tmp_path / "b"))
+    shutil.copytree(tmp_path / "a", tmp_path / "b")
     shutil.rmtree(tmp_path / "b" / "global_step_4")
     (tmp_path / "b" / checkpoint.LATEST).write_text("2")
     lines = []

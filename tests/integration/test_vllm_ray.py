@@ -26,6 +26,7 @@ from hybridrl.plan.resolve import validate_rl_config  # noqa: E402
 from hybridrl.distributed.group import RayRoles  # noqa: E402
 from hybridrl.distributed.worker import RoleWorker  # noqa: E402
 from hybridrl.models.loading import load_tokenizer, resolve_model_path  # noqa: E402
+from hybridrl.trainer import checkpoint  # noqa: E402
 from test_ray import overrides, train  # noqa: E402
 
 pytestmark = pytest.mark.slow
@@ -39,9 +40,9 @@ RAY_CPUS = 2  # the `cluster` fixture's size (tests/conftest.py): two workers of
 
 @pytest.fixture(scope="module")
 def whole(arith_data, tmp_path_factory, cluster) -> tuple[list[dict], str]:
-    """The uninterrupted 3-step run (its metrics and folder), saved at its last step."""
+    """The uninterrupted 3-step run (its metrics and folder), saved at steps 2 and 3."""
     run_dir = tmp_path_factory.mktemp("whole")
-    return train(overrides(arith_data, run_dir, *RAY_VLLM, "trainer.save_freq=-1")), str(run_dir)
+    return train(overrides(arith_data, run_dir, *RAY_VLLM, "trainer.save_freq=2")), str(run_dir)
 
 
 def assert_on_policy(records: list[dict]) -> None:
@@ -68,14 +69,17 @@ def test_two_workers_with_their_own_vllm_engines_stay_on_policy_and_train(whole)
 
 def test_a_resumed_run_syncs_every_engine_and_equals_the_uninterrupted_one(whole, arith_data, tmp_path):
     """The checkpoint's weights reach both engines (each starts from the model's folder): the first resumed
-    step is on-policy, and every step logs what the uninterrupted run logged."""
-    save = "trainer.save_freq=-1"
-    train(overrides(arith_data, tmp_path, *RAY_VLLM, save, "trainer.total_training_steps=2"))
-    resumed = train(overrides(arith_data, tmp_path, *RAY_VLLM, save))  # resume_mode=auto: from global_step_2
-    assert (tmp_path / "global_step_3").is_dir()
+    step is on-policy, and every step logs what the uninterrupted run logged. The cut run is a copy of the whole
+    one that lost everything after step 2 (the same files, one Ray run with two engines fewer)."""
+    cut = tmp_path / "cut"
+    shutil.copytree(whole[1], cut)
+    shutil.rmtree(cut / "global_step_3")
+    (cut / checkpoint.LATEST).write_text("2")
+    resumed = train(overrides(arith_data, cut, *RAY_VLLM, "trainer.save_freq=2"))  # resume_mode=auto: step 2
+    assert (cut / "global_step_3").is_dir()
     assert_on_policy(resumed[-1:])
     assert [r["step"] for r in resumed] == [0, 1, 2, 3]
-    for a, b in zip(whole[0], resumed):  # the cut run's step 2 also validates (its last step): more keys
+    for a, b in zip(whole[0], resumed):
         for key, value in a.items():
             if key.startswith("training/rollout_probs_diff"):
                 assert b[key] < 1e-4, (a["step"], key)  # float noise that need not repeat exactly
@@ -114,16 +118,30 @@ def engine_processes(worker_pid: int) -> list:
     return psutil.Process(worker_pid).children(recursive=True)
 
 
+def model_workers(processes: list) -> list:
+    """The engine's model-worker processes among `processes`: those vLLM titled "...Worker...", or where none
+    carries that title, the one running the most threads (vLLM's OpenMP pool). The title is set by the process
+    itself once it runs, and a loaded CI once listed both of rank 1's engine processes still under their
+    multiprocessing command line after the engine had answered; the thread count does not wait for it."""
+    counts = {}
+    for p in processes:
+        try:
+            if "Worker" in " ".join(p.cmdline()):
+                return [p]
+            counts[p] = p.num_threads()
+        except psutil.NoSuchProcess:  # ended (or a zombie) since it was listed: it runs on no core
+            continue
+    return [max(counts, key=counts.get)] if counts else []
+
+
 def cores_of(processes: list) -> set[int]:
     """Every core a thread of the engine's model worker may run on (vLLM binds each of its threads; its
     scheduler process, which mostly waits, is left unbound)."""
     cores: set[int] = set()
-    for p in processes:
+    for p in model_workers(processes):
         try:
-            if "Worker" not in " ".join(p.cmdline()):
-                continue
             threads = p.threads()
-        except psutil.NoSuchProcess:  # ended (or a zombie) since it was listed: it runs on no core
+        except psutil.NoSuchProcess:
             continue
         for t in threads:
             try:
@@ -135,13 +153,14 @@ def cores_of(processes: list) -> set[int]:
 
 def settled_cores(pid: int, timeout_s: float = 60.0) -> set[int]:
     """cores_of the engine under worker `pid`, re-read (processes listed afresh) until its model worker shows
-    up bound, for at most `timeout_s`: a fresh clone's full CI once saw one of two engines on no core right after
-    the pool was built, which passes alone. Whatever is still unbound then is returned as is: the caller's
-    assertion then fails and prints names()."""
+    up bound to fewer cores than the machine has, for at most `timeout_s`: a fresh clone's full CI once saw one of
+    two engines on no core right after the pool was built, which passes alone. Whatever it is then is returned as
+    is: the caller's assertion then fails and prints names()."""
     deadline = time.monotonic() + timeout_s
+    every = os.sched_getaffinity(0)
     while True:
         cores = cores_of(engine_processes(pid))
-        if cores or time.monotonic() > deadline:
+        if (cores and cores < every) or time.monotonic() > deadline:
             return cores
         time.sleep(0.5)
 
