@@ -31,7 +31,7 @@ sys.path.insert(0, ROOT)
 
 from hybridrl.config.loader import load_config  # noqa: E402
 from hybridrl.config.schema import RLConfig  # noqa: E402
-from hybridrl.plan.resolve import validate_rl_config  # noqa: E402
+from hybridrl.plan.resolve import resolve  # noqa: E402
 from hybridrl.rollout.agent.server import ProxyServer  # noqa: E402
 from hybridrl.trainer.build import build_run  # noqa: E402
 
@@ -55,7 +55,7 @@ def batch_seconds(model: str, way: str, run_dir: str) -> tuple[float, float, flo
     if way == "agent_tls_client":
         ProxyServer._agent_http = staticmethod(lambda: None)  # openai makes its own httpx client
     try:
-        run = build_run(cfg, validate_rl_config(cfg), log=lambda *_: None,
+        run = build_run(resolve(cfg), log=lambda *_: None,
                         agent=None if way == "built_in" else calc_agent())
         run.source.start(1)
         wall, cpu = time.perf_counter(), time.process_time()

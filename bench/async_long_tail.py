@@ -45,7 +45,7 @@ def pct(values: list[int], q: float) -> float:
 def run_one(name: str, extra: list[str], args, folder: str) -> dict:
     from hybridrl.config.loader import load_config
     from hybridrl.config.schema import RLConfig
-    from hybridrl.plan.resolve import validate_rl_config
+    from hybridrl.plan.resolve import resolve
     from hybridrl.trainer.build import build_run
     from hybridrl.trainer.rl import RLTrainer
 
@@ -58,7 +58,7 @@ def run_one(name: str, extra: list[str], args, folder: str) -> dict:
                  "actor_rollout_ref.rollout.n=4", "actor_rollout_ref.actor.ppo_mini_batch_size=8", *extra]
     cfg = load_config(RLConfig, None, overrides)
     start_cpu, start = cpu_seconds(), time.perf_counter()
-    run = build_run(cfg, validate_rl_config(cfg), log=lambda *_: None)
+    run = build_run(resolve(cfg), log=lambda *_: None)
     RLTrainer(run, log=lambda *_: None).fit()
     wall, cpu = time.perf_counter() - start, cpu_seconds() - start_cpu
     rows = [json.loads(x) for x in open(run.tracker.path)]

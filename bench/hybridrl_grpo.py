@@ -145,7 +145,7 @@ def main() -> None:
 
     from hybridrl.config.loader import load_config
     from hybridrl.config.schema import RLConfig
-    from hybridrl.plan.resolve import validate_rl_config
+    from hybridrl.plan.resolve import resolve
     from hybridrl.trainer.build import build_run
     from hybridrl.trainer.rl import RLTrainer
 
@@ -157,7 +157,7 @@ def main() -> None:
     total = a.steps + (1 if a.profile else 0)
     cfg = load_config(RLConfig, None, overrides(a.model, data, os.path.join(tmp, "run"), total, a.workload)
                       + (BF16 if a.bf16 else []) + a.overrides)
-    run = build_run(cfg, validate_rl_config(cfg), log=lambda *_: None)
+    run = build_run(resolve(cfg), log=lambda *_: None)
     trainer = RLTrainer(run, log=lambda *_: None)
     with open(a.out, "w") as out:
         try:

@@ -193,7 +193,7 @@ def cmd_train(args) -> None:
     from hybridrl.trainer.launch import launch
 
     run = load_run_plan(args.config, args.overrides)  # every config problem at once
-    launch(run.config, run.batch)  # the same path as hybridrl.train (hybridrl/api/train.py)
+    launch(run)  # the same path as hybridrl.train (hybridrl/api/train.py)
 
 
 def cmd_plan(args) -> None:

@@ -57,7 +57,7 @@ def train(config: ConfigLike = None, *, data: Any = None, val_data: Any = None, 
         run = load_run_plan(file, (), values)
         cfg = run.config
     ref = function_ref(reward, reward_weights, text_prompts)
-    summary = launch(cfg, run.batch, reward=ref, callbacks=hooks, log=log, agent=agent)
+    summary = launch(run, reward=ref, callbacks=hooks, log=log, agent=agent)
     return Run(os.path.abspath(cfg.trainer.default_local_dir), summary, cfg)
 
 

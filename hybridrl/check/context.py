@@ -12,10 +12,13 @@ import math
 import os
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 from hybridrl.plan.batch_plan import BatchPlan
 from hybridrl.config.schema import RLConfig
+
+if TYPE_CHECKING:
+    from hybridrl.plan.resolve import RunPlan
 
 RUN_RESPONSE_TOKENS = 32  # the twin run's data.max_response_length cap: enough for a few words, seconds a step
 RUN_MINI_BATCHES = 2  # the twin run keeps at most this many of the user's mini-batches per step
@@ -148,11 +151,11 @@ class CheckContext:
         out += [f"{k.replace('__', '.')}={v}" for k, v in changes.items()]
         return self.overrides + [o for o in out if o]
 
-    def run_config(self, run_dir: str, steps: int = RUN_STEPS, **changes) -> tuple[RLConfig, BatchPlan]:
-        """The twin run's config and plan, validated as `train` validates (a problem raises ConfigErrors)."""
-        from hybridrl.plan.resolve import load_rl_config
+    def run_config(self, run_dir: str, steps: int = RUN_STEPS, **changes) -> RunPlan:
+        """The twin run's resolved plan, as `train` resolves it (a problem raises ConfigErrors)."""
+        from hybridrl.plan.resolve import load_run_plan
 
-        return load_rl_config(self.config_file, self.run_overrides(run_dir, steps, **changes))
+        return load_run_plan(self.config_file, self.run_overrides(run_dir, steps, **changes))
 
 
 def shrunk_batch(plan: BatchPlan) -> dict[str, int]:

@@ -33,8 +33,7 @@ def resume(ctx) -> Result:
     steps, last_ckpt = straight.steps, straight.steps - 1
     run_dir, lines = fresh_dir(ctx.work_dir, "killed"), []
     as_killed(straight.run_dir, run_dir, steps)
-    cfg, plan = ctx.run_config(run_dir, steps, **run_changes(ctx))
-    run, summary = train(cfg, plan, lines)  # `hybridrl train` on the folder again: resume_mode=auto
+    run, summary = train(ctx.run_config(run_dir, steps, **run_changes(ctx)), lines)  # `hybridrl train` again: resume_mode=auto
     parts = [resumed_the_rest(run, summary, run_dir, last_ckpt, steps), same_metrics(straight.run_dir, run_dir, steps),
              same_weights(straight, run_dir), epoch_boundary(straight.run_dir, last_ckpt)]
     if async_enabled(ctx.cfg):  # the synchronous run above, then the in-flight buffer policy on the real dataflow

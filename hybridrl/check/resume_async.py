@@ -51,26 +51,26 @@ def async_part(ctx) -> list[Result]:
     straight_dir, killed_dir = fresh_dir(ctx.work_dir, f"async-straight-{ASYNC_STEPS}"), fresh_dir(ctx.work_dir,
                                                                                                    "async-killed")
     gen = fresh_dir(ctx.work_dir, "async-rollouts")  # one folder: a resume refuses another rollout_data_dir
-    cfg, plan = ctx.run_config(straight_dir, ASYNC_STEPS, **pool_changes(ctx, gen))
+    run_plan = ctx.run_config(straight_dir, ASYNC_STEPS, **pool_changes(ctx, gen))
     try:
-        return trained(ctx, cfg, plan, straight_dir, killed_dir, gen, start)
+        return trained(ctx, run_plan, straight_dir, killed_dir, gen, start)
     except RayUnavailable as e:
         return [not_applicable(f"{LABEL}: the in-flight buffer policy needs a local Ray instance, which did not start "
                                f"here ({e})")]
 
 
-def trained(ctx, cfg, plan, straight_dir: str, killed_dir: str, gen: str, start: float) -> list[Result]:
+def trained(ctx, run_plan, straight_dir: str, killed_dir: str, gen: str, start: float) -> list[Result]:
     """The uninterrupted async run, then its folder as killed in KILL_STEP resumed, on one Ray instance; verdicts."""
+    cfg = run_plan.config
     with ray_cluster(workers(cfg)):
-        run, summary = train(cfg, plan, [])
+        run, summary = train(run_plan, [])
         straight = TwinRun(straight_dir, ASYNC_STEPS, run, summary, ctx.twin(), time.perf_counter() - start)
         uninterrupted = dumps(gen)
         as_killed(straight_dir, killed_dir, KILL_STEP)
         for step in range(KILL_STEP + 1, ASYNC_STEPS + 1):  # the kill came before these steps' rollouts
             os.remove(os.path.join(gen, f"{step}.jsonl"))
-        cfg, plan = ctx.run_config(killed_dir, ASYNC_STEPS, **pool_changes(ctx, gen))
         try:
-            run, summary = train(cfg, plan, [])
+            run, summary = train(ctx.run_config(killed_dir, ASYNC_STEPS, **pool_changes(ctx, gen)), [])
         except HybridRLError as e:  # e.g. the rollout queue's prompts drifted from the trainer's sampler
             return [failed(f"async rollouts: the resumed run stopped: {str(e).splitlines()[0]}", fix=FIX)]
     parts = labelled(verdicts(straight, killed_dir, run, summary, cfg.async_training.partial_rollout, uninterrupted,

@@ -25,8 +25,9 @@ PROMPTS = 4  # at most this many real prompts per measured batch
 
 
 def twin_cfg(ctx, name: str, **changes) -> tuple[RLConfig, BatchPlan]:
-    """The twin run's (config, plan) with its run folder under the check's scratch folder."""
-    return ctx.run_config(os.path.join(ctx.work_dir, name), 1, **changes)
+    """The twin run's (config, batch plan) with its run folder under the check's scratch folder."""
+    run_plan = ctx.run_config(os.path.join(ctx.work_dir, name), 1, **changes)
+    return run_plan.config, run_plan.batch
 
 
 def build_twin_policy(cfg: RLConfig, plan: BatchPlan, dp=None):

@@ -61,17 +61,17 @@ def notes(ctx: CheckContext) -> list[str]:
     return [STAND_IN] + ([SYNC_ONLY] if async_enabled(ctx.cfg) else [])
 
 
-def train(cfg, plan, log: list[str], trainer: type = RLTrainer) -> tuple[object, RunSummary]:
+def train(run_plan, log: list[str], trainer: type = RLTrainer) -> tuple[object, RunSummary]:
     """(run, summary) of one twin run, built and fitted as `hybridrl train` does; its log lines go to `log`."""
     from hybridrl import progress
     from hybridrl.trainer.build import build_run
 
     # the run's phase lines ("step 1 gen: 2.1 s") go to a file beside the run, not between the report's lines
-    progress_log = f"{cfg.trainer.default_local_dir.rstrip('/')}-progress.log"
+    progress_log = f"{run_plan.config.trainer.default_local_dir.rstrip('/')}-progress.log"
     os.makedirs(os.path.dirname(os.path.abspath(progress_log)), exist_ok=True)
     with open(progress_log, "a") as stream, \
             progress.reporting(stream=stream, tty=False):
-        run = build_run(cfg, plan, log=log.append)
+        run = build_run(run_plan, log=log.append)
         return run, trainer(run, log=log.append).fit()
 
 
@@ -88,8 +88,7 @@ def straight_run(ctx: CheckContext, steps: int = RUN_STEPS) -> TwinRun:
     cache = ctx.__dict__.setdefault("_straight_runs", {})  # per context, as functools.cached_property stores
     if steps not in cache:
         run_dir, lines, start = fresh_dir(ctx.work_dir, f"straight-{steps}"), [], time.perf_counter()
-        cfg, plan = ctx.run_config(run_dir, steps, **run_changes(ctx))
-        run, summary = train(cfg, plan, lines)
+        run, summary = train(ctx.run_config(run_dir, steps, **run_changes(ctx)), lines)
         cache[steps] = TwinRun(run_dir, steps, run, summary, ctx.twin(), time.perf_counter() - start, notes(ctx), lines)
     return cache[steps]
 

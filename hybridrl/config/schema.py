@@ -177,11 +177,3 @@ class RLConfig:
     ray_kwargs: RayKwargsConfig = field(default_factory=RayKwargsConfig)
     rollout: RolloutPoolConfig = field(default_factory=RolloutPoolConfig)  # async: the separate rollout pool
     async_training: AsyncTrainingConfig = field(default_factory=AsyncTrainingConfig)
-
-    def __post_init__(self) -> None:
-        # The `auto` precision keys -> this machine's values as the config is made, as before the plan/ split:
-        # a config built by hand (RLConfig(), the Python API, a test) and handed to a role builder without
-        # plan.resolve reads real dtypes, not 'auto'. resolve's fill_precision sees these notes and does not redo it.
-        from hybridrl.plan.precision_auto import resolve_auto_precision
-
-        self.auto_notes = tuple(resolve_auto_precision(self))  # `key=value (auto: why)` lines for `hybridrl plan`

@@ -22,6 +22,9 @@ def dtype_name(key: str, value: object) -> str:
     text = str(value).lower()
     if text in DTYPE_NAMES:
         return DTYPE_NAMES[text]
+    if text == "auto":  # plan.resolve is the one place `auto` becomes this machine's dtype (plan/precision_auto.py)
+        raise ConfigError(f"{key}=auto has not been resolved: a config reaches the roles through hybridrl.plan.resolve "
+                          "(hybridrl.plan.resolve.resolve(cfg), or load_run_plan), which picks the dtype")
     if text in FP16_NAMES:
         raise ConfigError(f"{key}={value}: fp16 training needs loss scaling, which hybridrl does not do; use bf16 "
                           "(the same memory, fp32's exponent range, no scaling) or fp32")
@@ -155,7 +158,7 @@ def ref_model_dtype(cfg: RLConfig) -> str:
 
 def rollout_compute_dtype(cfg: RLConfig) -> str:
     """'fp32' | 'bf16': the hf engine's generation dtype (rollout.dtype; vllm reads the key itself)."""
-    return "bf16" if cfg.actor_rollout_ref.rollout.dtype == "bfloat16" else "fp32"
+    return dtype_name("actor_rollout_ref.rollout.dtype", cfg.actor_rollout_ref.rollout.dtype)
 
 
 def _check_checkpointing(cfg: RLConfig) -> None:

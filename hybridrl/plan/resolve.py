@@ -54,6 +54,11 @@ class RunPlan:
     def uses_teacher(self) -> bool:
         return needs_teacher(self.config)
 
+    def warnings(self) -> list[str]:
+        """Legal but probably unintended settings, one line each (config_warnings, with this plan's inert keys:
+        judged on the config as given, before resolve filled values into it)."""
+        return key_warnings(self.config) + [_inert_line(k) for k in self.inert]
+
     def placement(self) -> str:
         """The placement lines of `hybridrl plan` (plan/placement.py)."""
         from hybridrl.plan.placement import describe_placement

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from hybridrl.config.async_checks import async_enabled
 from hybridrl.plan.batch_plan import BatchPlan
@@ -19,21 +19,23 @@ from hybridrl.config.schema import RLConfig
 from hybridrl.errors import ConfigError, raise_all
 from hybridrl.sweep.spec import SWEEP_FILE, Base, SweepSpec
 
+if TYPE_CHECKING:
+    from hybridrl.plan.resolve import RunPlan
+
 # the metric families hybridrl logs (verl's names); a metric matching none of them is probably a typo
 KNOWN_METRICS = re.compile(r"^(val-core|val-aux|critic|actor|response_length|prompt_length|timing_s|"
                            r"timing_per_token_ms|perf|training|reward|num_turns|tool_call_counts|rollout|async)/")
 
 
-def load_trial_config(base: Base, sampled: dict[str, Any], run_dir: Optional[str] = None
-                      ) -> tuple[RLConfig, BatchPlan]:
-    """A trial's config, exactly as `hybridrl train --config base.config base.overrides... key=value...` would
+def load_trial_config(base: Base, sampled: dict[str, Any], run_dir: Optional[str] = None) -> RunPlan:
+    """A trial's resolved plan (plan/resolve.py), its config exactly as `hybridrl train --config base.config base.overrides... key=value...` would
     load it (the sampled keys never overlap the base's: sweep/spec.py refuses that), in its own run folder."""
-    from hybridrl.plan.resolve import load_rl_config
+    from hybridrl.plan.resolve import load_run_plan
 
     values = {**base.values, **sampled}
     if run_dir is not None:
         values.update({"trainer.default_local_dir": run_dir, "trainer.resume_mode": "auto"})
-    return load_rl_config(base.config, base.overrides, values)
+    return load_run_plan(base.config, base.overrides, values)
 
 
 def check_sweep(spec: SweepSpec, log=print) -> tuple[RLConfig, BatchPlan]:

@@ -33,7 +33,8 @@ def derive(spec: SweepSpec, log: Callable[[str], None]) -> tuple[resources.Concu
     for e in spec.space:
         for value in e.values[1:]:
             try:
-                needs.append(resources.trial_needs(*load_trial_config(spec.base, {**probe, e.key: value})))
+                trial = load_trial_config(spec.base, {**probe, e.key: value})
+                needs.append(resources.trial_needs(trial.config, trial.batch))
             except ConfigError:
                 continue
     need = resources.largest_needs(needs)
@@ -204,7 +205,7 @@ def _trial_resources(spec: SweepSpec, cfg, threads: int):
 
     def bundles(sampled: dict[str, Any]):
         try:
-            trial_cfg, _ = load_trial_config(spec.base, sampled)
+            trial_cfg = load_trial_config(spec.base, sampled).config
         except ConfigError:
             trial_cfg = cfg
         # PACK: a trial's processes on as few nodes as fit (one, on this machine); Ray reserves them all at once

@@ -113,7 +113,7 @@ def run_trial(sampled: dict[str, Any], base: Base, output: str, threads: int) ->
              "placement_group": ray.get_runtime_context().get_placement_group_id()}
     write_trial_file(run_dir, sampled, "running", **where)
     try:
-        cfg, plan = load_trial_config(base, sampled, run_dir)
+        run_plan = load_trial_config(base, sampled, run_dir)
     except ConfigError as e:  # before torch is imported: an invalid trial fails at once
         write_trial_file(run_dir, sampled, "error", str(e), **where)
         raise TrialConfigError(f"invalid sampled config {sampled}: {e}") from None
@@ -123,9 +123,9 @@ def run_trial(sampled: dict[str, Any], base: Base, output: str, threads: int) ->
     from hybridrl.trainer.launch import launch
 
     torch.set_num_threads(threads)
-    report = TuneReport(cfg.trainer.total_training_steps)  # set: sweep/check.py requires it
+    report = TuneReport(run_plan.config.trainer.total_training_steps)  # set: sweep/check.py requires it
     try:
-        launch(cfg, plan, callbacks=Callbacks([report]))
+        launch(run_plan, callbacks=Callbacks([report]))
     except HybridRLError as e:  # the error in the results, not only in Ray's error.txt (an interrupt is no error)
         write_trial_file(run_dir, sampled, "error", str(e), **where)
         raise TrialRunError(f"trial with {sampled}: {e}") from None

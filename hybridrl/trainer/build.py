@@ -1,4 +1,5 @@
-"""Assemble a run's collaborators from a validated RLConfig (the driver gets them as arguments)."""
+"""Assemble a run's collaborators from a resolved RunPlan (plan/resolve.py; the driver gets them as arguments).
+The plan is read once, here: its config (every derived value filled in) and batch plan go to the roles."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from hybridrl.plan.memory_fixes import check_memory
 from hybridrl.plan.batch_plan import BatchPlan, total_training_steps
 from hybridrl.config.schema import RLConfig
 from hybridrl.config.validate import needs_ground_truth
-from hybridrl.plan.resolve import config_warnings
+from hybridrl.plan.resolve import RunPlan
 from hybridrl.plan.roles import needs_critic, needs_reference, needs_teacher
 from hybridrl.data.dataset import RLDataset
 from hybridrl.data.sampler import PromptSampler
@@ -171,14 +172,15 @@ def reward_manager(cfg: RLConfig, tokenizer, model=None, function: Optional[Func
     return RewardManager(tokenizer, ScoringPool(ref, rm.num_workers, rm.timeout_s), settings, model)
 
 
-def build_run(cfg: RLConfig, plan: BatchPlan, log=print, reward: Optional[FunctionRef] = None,
+def build_run(run_plan: RunPlan, log=print, reward: Optional[FunctionRef] = None,
               agent: Optional[Callable] = None) -> RLRun:
-    """The run's collaborators. It decides where to resume before it writes anything (a refused resume
+    """The run's collaborators, from `run_plan` (plan.resolve's: nothing here changes its config). It decides where to resume before it writes anything (a refused resume
     leaves the folder as it was), then holds the folder's lock (`RLRun.lock`) until the trainer ends (or
     this fails); the decision is made again under the lock if the checkpoints changed in between.
     `reward`: a reward function given from Python (hybridrl.train), scored on this driver; `agent`: an agent function
     given from Python (else rollout.agent.path's, if set)."""
-    for warning in config_warnings(cfg):
+    cfg, plan = run_plan.config, run_plan.batch
+    for warning in run_plan.warnings():
         log(f"WARNING: {warning}")
     log(check_memory(cfg, plan).describe().splitlines()[0])  # refuses a config that cannot fit, before any load
     tr = cfg.trainer

@@ -45,11 +45,13 @@ LATEST = "latest_checkpointed_iteration.txt"
 STEP_DIR = re.compile(r"^global_step_(\d+)$")
 SET_ASIDE = ".damaged"  # suffix of a damaged checkpoint moved out of a new save's way (STEP_DIR no longer matches)
 LISTED = 5  # damaged checkpoints named in the refusal; the rest are counted, to keep it one readable line
-# Keys that may change on resume without changing what the run computes.
+# Keys that may change on resume without changing what the run computes. The output folders among them (the run's,
+# and where generations and validation samples are dumped) change when a run's folder is moved or copied.
 RESUME_SAFE_KEYS = (
     "trainer.total_epochs", "trainer.total_training_steps", "trainer.save_freq", "trainer.test_freq", "trainer.logger",
     "trainer.resume_mode", "trainer.resume_from_path", "trainer.resume_allow_config_change",
     "trainer.max_actor_ckpt_to_keep", "trainer.max_critic_ckpt_to_keep", "trainer.default_local_dir",
+    "trainer.rollout_data_dir", "trainer.validation_data_dir",
     "trainer.project_name", "trainer.experiment_name", "trainer.val_before_train", "data.val_files",
     "data.val_max_samples", "reward_model.num_workers", "reward_model.timeout_s", "trainer.profile_timeline",
 )

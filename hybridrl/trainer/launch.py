@@ -8,18 +8,17 @@ import functools
 from typing import Callable, Optional
 
 from hybridrl import progress
-from hybridrl.plan.batch_plan import BatchPlan
-from hybridrl.config.schema import RLConfig
 from hybridrl.interrupt import Interrupted, StoppedEarly
+from hybridrl.plan.resolve import RunPlan
 from hybridrl.rewards.pool import FunctionRef
 from hybridrl.trainer.callbacks import Callbacks
 from hybridrl.trainer.rl import RunSummary
 
 
-def launch(cfg: RLConfig, plan: BatchPlan, *, reward: Optional[FunctionRef] = None,
+def launch(run_plan: RunPlan, *, reward: Optional[FunctionRef] = None,
            callbacks: Optional[Callbacks] = None, log: Optional[Callable[[str], None]] = None,
            agent: Optional[Callable] = None) -> RunSummary:
-    """Build and fit the run of `cfg` (validated: config/validate.load_rl_config gave `plan`). `reward`: a reward
+    """Build and fit the run of `run_plan` (plan/resolve.py: load_run_plan or resolve gave it). `reward`: a reward
     function from Python instead of custom_reward_function.*; `agent`: an agent function from Python instead of
     actor_rollout_ref.rollout.agent.path; `log`: where hybridrl's own lines go (None: the
     console, as the CLI prints them; the step lines are trainer.logger's)."""
@@ -28,8 +27,9 @@ def launch(cfg: RLConfig, plan: BatchPlan, *, reward: Optional[FunctionRef] = No
     from hybridrl.trainer.rl import RLTrainer
     from hybridrl.versions import untested_here
 
+    cfg = run_plan.config
     say = log or functools.partial(print, flush=True)
-    say(plan.describe())
+    say(run_plan.batch.describe())
     for package in untested_here():  # torch / transformers / vllm outside what the suite passed on
         say(package.line())
     log_file = route_library_logging(cfg.trainer.default_local_dir)  # Ray's and vLLM's notes: <run>/logs/driver.log
@@ -39,7 +39,7 @@ def launch(cfg: RLConfig, plan: BatchPlan, *, reward: Optional[FunctionRef] = No
         with progress.reporting() as shown:  # from here on, what runs is shown (hybridrl/progress.py)
             write = log or shown.write
             with progress.phase("setup"):  # tokenizing the data, loading the models, starting workers or engines
-                run = build_run(cfg, plan, log=write, reward=reward, agent=agent)
+                run = build_run(run_plan, log=write, reward=reward, agent=agent)
             write(f"{len(run.train_data)} training prompts, {run.total_steps} steps; run folder {run.run_dir}")
             summary = RLTrainer(run, log=write, callbacks=callbacks).fit()
     except Interrupted as e:

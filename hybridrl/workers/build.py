@@ -153,10 +153,12 @@ def _engine(cfg: RLConfig, module, tokenizer, sharding, seat: RolloutSeat = ONE_
                                precision=Precision.of(rollout_compute_dtype(cfg), device=cfg.trainer.device))
     from hybridrl.rollout.vllm import VLLMRolloutEngine, VLLMSettings
 
+    VLLM_DTYPES = {"fp32": "float32", "bf16": "bfloat16"}  # rollout.dtype, resolved (an unresolved `auto` raises)
+
     d, tr = cfg.data, cfg.trainer
     settings = VLLMSettings(
         model_path=resolve_model_path(cfg.actor_rollout_ref.model.path), max_model_len=d.max_prompt_length + d.max_response_length,
-        max_num_seqs=rollout.max_num_seqs, dtype=rollout.dtype, enforce_eager=rollout.enforce_eager,
+        max_num_seqs=rollout.max_num_seqs, dtype=VLLM_DTYPES[rollout_compute_dtype(cfg)], enforce_eager=rollout.enforce_eager,
         gpu_memory_utilization=rollout.gpu_memory_utilization, cpu_kv_cache_gb=rollout.cpu_kv_cache_gb, device=tr.device,
         sleep=rollout.free_cache_engine and tr.device == "cuda", engine_kwargs=dict(rollout.engine_kwargs.vllm),
         cpu_cores=seat.cores, tensor_parallel_size=rollout.tensor_model_parallel_size, rank=seat.rank,

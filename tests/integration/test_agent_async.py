@@ -18,7 +18,7 @@ pytest.importorskip("ray")
 
 from hybridrl.config.loader import load_config  # noqa: E402
 from hybridrl.config.schema import RLConfig  # noqa: E402
-from hybridrl.plan.resolve import validate_rl_config  # noqa: E402
+from hybridrl.plan.resolve import resolve  # noqa: E402
 from hybridrl.models.loading import BUNDLED  # noqa: E402
 from hybridrl.trainer import checkpoint  # noqa: E402
 from hybridrl.trainer.build import build_run  # noqa: E402
@@ -57,7 +57,7 @@ def train(args: list[str]):
     """Metrics per step, each step's SourceBatch; async: per step and agent sample id the pool's generations
     (prompt ids, generated ids, log-probs)."""
     cfg = load_config(RLConfig, None, args)
-    run = build_run(cfg, validate_rl_config(cfg), log=lambda *_: None, agent=two_turns)
+    run = build_run(resolve(cfg), log=lambda *_: None, agent=two_turns)
     batches, pool_turns, next_batch = {}, {}, run.source.next_batch
     run.source.next_batch = lambda step, m: batches.setdefault(step, next_batch(step, m))
     gate = getattr(run.source, "gate", None)

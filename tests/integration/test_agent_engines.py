@@ -15,7 +15,7 @@ import torch
 
 from hybridrl.config.loader import load_config
 from hybridrl.config.schema import RLConfig
-from hybridrl.plan.resolve import validate_rl_config
+from hybridrl.plan.resolve import resolve
 from hybridrl.trainer.build import build_run
 from hybridrl.trainer.rl import RLTrainer
 
@@ -47,7 +47,7 @@ def train(arith_data, run_dir, *extra: str):
         "data.max_response_length=48", "trainer.val_before_train=false", "trainer.test_freq=0",
         "trainer.logger=[file]", "trainer.save_freq=0", "trainer.total_training_steps=2",
         f"trainer.default_local_dir={run_dir}", *extra])
-    run = build_run(cfg, validate_rl_config(cfg), log=lambda *_: None, agent=agent)
+    run = build_run(resolve(cfg), log=lambda *_: None, agent=agent)
     seen = capture(run)
     RLTrainer(run, log=lambda *_: None).fit()
     rows = [json.loads(line) for line in open(Path(run_dir) / "metrics.jsonl")]

@@ -17,7 +17,7 @@ import torch
 
 from hybridrl.config.loader import load_config
 from hybridrl.config.schema import RLConfig
-from hybridrl.plan.resolve import validate_rl_config
+from hybridrl.plan.resolve import resolve
 from hybridrl.trainer.build import build_run
 from hybridrl.trainer.rl import RLTrainer
 
@@ -66,7 +66,7 @@ def two_turn_agent():
 def test_agents_train_token_exactly_and_failures_are_rows_without_signal(tmp_path, arith_data):
     cfg = load_config(RLConfig, None, overrides(arith_data, tmp_path / "run", "trainer.total_training_steps=2",
                                                 "actor_rollout_ref.rollout.agent.timeout_s=2"))
-    run = build_run(cfg, validate_rl_config(cfg), log=lambda *_: None, agent=two_turn_agent())
+    run = build_run(resolve(cfg), log=lambda *_: None, agent=two_turn_agent())
     seen = capture(run)
     before = {k: v.detach().clone() for k, v in run.policy.module.named_parameters()}
     RLTrainer(run, log=lambda *_: None).fit()

@@ -20,7 +20,7 @@ import pytest
 
 from hybridrl.config.loader import load_config
 from hybridrl.config.schema import RLConfig
-from hybridrl.plan.resolve import validate_rl_config
+from hybridrl.plan.resolve import resolve
 from hybridrl.data.arithmetic import to_row
 from hybridrl.models.loading import load_tokenizer
 from hybridrl.trainer.build import build_run
@@ -49,7 +49,7 @@ def first_batch(model: str, data: str, run_dir: Path, extra: list[str], agent=No
         f"actor_rollout_ref.actor.ppo_mini_batch_size={len(CALC_ROWS) + 1}", "data.max_prompt_length=64",
         "data.max_response_length=160", "trainer.val_before_train=false", "trainer.test_freq=0",
         "trainer.logger=[file]", "trainer.save_freq=0", f"trainer.default_local_dir={run_dir}", *extra])
-    run = build_run(cfg, validate_rl_config(cfg), log=lambda *_: None, agent=agent)
+    run = build_run(resolve(cfg), log=lambda *_: None, agent=agent)
     run.source.start(1)
     try:
         return run.source.next_batch(1, {})

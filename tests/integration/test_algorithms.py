@@ -10,7 +10,7 @@ import torch
 
 from hybridrl.config.loader import load_config
 from hybridrl.config.schema import RLConfig
-from hybridrl.plan.resolve import validate_rl_config
+from hybridrl.plan.resolve import resolve
 from hybridrl.trainer.build import build_run
 from hybridrl.trainer.rl import RLTrainer
 
@@ -24,7 +24,7 @@ def train_two_steps(arith_data, tmp_path, extra: list[str]):
         "actor_rollout_ref.rollout.n=4", "trainer.total_training_steps=2", "trainer.val_before_train=false",
         "actor_rollout_ref.actor.optim.weight_decay=0", "actor_rollout_ref.actor.optim.lr=1e-3",
         f"trainer.default_local_dir={tmp_path}", *extra])
-    run = build_run(cfg, validate_rl_config(cfg), log=lambda *_: None)
+    run = build_run(resolve(cfg), log=lambda *_: None)
     before = [p.detach().clone() for p in run.policy.module.parameters()]
     RLTrainer(run).fit()
     moved = sum(not torch.equal(a, b) for a, b in zip(before, run.policy.module.parameters()))
@@ -133,6 +133,6 @@ def test_entropy_bonus_raises_entropy(arith_data, tmp_path):
 def test_reference_and_critic_exist_only_when_needed(arith_data, tmp_path, extra, has_reference, has_critic):
     cfg = load_config(RLConfig, None, [f"data.train_files={arith_data['train']}", "data.val_files=[]",
                                        f"trainer.default_local_dir={tmp_path}", *extra])
-    run = build_run(cfg, validate_rl_config(cfg), log=lambda *_: None)
+    run = build_run(resolve(cfg), log=lambda *_: None)
     assert (run.reference is not None, run.critic is not None) == (has_reference, has_critic)
     assert (run.kl_ctrl is not None) == ("algorithm.use_kl_in_reward=true" in extra)

@@ -16,7 +16,7 @@ ray = pytest.importorskip("ray")
 
 from hybridrl.config.loader import load_config  # noqa: E402
 from hybridrl.config.schema import RLConfig  # noqa: E402
-from hybridrl.plan.resolve import validate_rl_config  # noqa: E402
+from hybridrl.plan.resolve import resolve  # noqa: E402
 from hybridrl.distributed.group import WorkerError  # noqa: E402
 from hybridrl.trainer import checkpoint  # noqa: E402
 from hybridrl.trainer.build import build_run  # noqa: E402
@@ -47,7 +47,7 @@ def overrides(arith_data, run_dir, *extra: str) -> list[str]:
 
 def train(args: list[str], lines=None, before_fit=lambda run: None):
     cfg = load_config(RLConfig, None, args)
-    run = build_run(cfg, validate_rl_config(cfg), log=lambda *_: None)
+    run = build_run(resolve(cfg), log=lambda *_: None)
     before_fit(run)
     log = lines.append if lines is not None else (lambda *_: None)
     summary = RLTrainer(run, log=log).fit()
@@ -78,14 +78,15 @@ def assert_same_run(sync: list[dict], other: list[dict]) -> None:
 
 def test_staleness_0_equals_the_synchronous_run_and_resumes_exactly(arith_data, tmp_path):
     sync, _ = train(overrides(arith_data, tmp_path / "sync", SYNC_CPUS))
-    whole, _ = train(overrides(arith_data, tmp_path / "async", *ASYNC))
+    whole, _ = train(overrides(arith_data, tmp_path / "async", *ASYNC, "trainer.save_freq=2"))
     assert_same_run(sync, whole)
     assert generations(tmp_path / "async") == generations(tmp_path / "sync")  # the same tokens, step by step
     assert [r["async/staleness_max"] for r in whole[1:]] == [0.0] * 4
     assert [r["async/version"] for r in whole[1:]] == [0.0, 1.0, 2.0, 3.0]  # a push after every step
-    # a checkpoint at step 2 taken while step 3's batch was in flight; the resumed run regenerates it
+    # a checkpoint at step 2 taken while step 3's batch was in flight; the resumed run regenerates it. The cut run
+    # is a copy of the whole one (the same files, one Ray run fewer) that lost everything after step 2
     cut = tmp_path / "cut"
-    train(overrides(arith_data, cut, *ASYNC, "trainer.save_freq=2"))
+    shutil.copytree(tmp_path / "async", cut)
     shutil.rmtree(cut / "global_step_4")
     (cut / checkpoint.LATEST).write_text("2")
     lines = []

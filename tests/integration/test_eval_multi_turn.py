@@ -13,7 +13,7 @@ from tool_helpers import SUMS, warm_start, write_sum_prompts  # tests/integratio
 
 from hybridrl.config.loader import load_config
 from hybridrl.config.schema import MultiTurnConfig, RLConfig
-from hybridrl.plan.resolve import validate_rl_config
+from hybridrl.plan.resolve import resolve
 from hybridrl.eval.evaluate import EvalSettings, evaluate, format_table
 from hybridrl.trainer.build import build_run
 from hybridrl.trainer.rl import RLTrainer
@@ -105,7 +105,7 @@ def test_greedy_eval_equals_the_trainers_validation(setup, tmp_path):
         "actor_rollout_ref.rollout.multi_turn.enable=true", "actor_rollout_ref.rollout.multi_turn.max_assistant_turns=2",
         f"actor_rollout_ref.rollout.multi_turn.tool_config_path={setup['tools']}",
         f"trainer.default_local_dir={tmp_path / 'run'}", f"trainer.validation_data_dir={tmp_path / 'val'}"])
-    trainer_metrics = RLTrainer(build_run(cfg, validate_rl_config(cfg), log=lambda *_: None)).validate(step=0)
+    trainer_metrics = RLTrainer(build_run(resolve(cfg), log=lambda *_: None)).validate(step=0)
     trainer_rows = [json.loads(line) for line in (tmp_path / "val" / "0.jsonl").read_text().splitlines()]
     res = evaluate(_settings(setup, n=1, greedy=True, tool_config=setup["tools"], max_assistant_turns=2,
                              ref=setup["model"]), log=lambda *_: None)

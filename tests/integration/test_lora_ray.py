@@ -15,7 +15,7 @@ pytest.importorskip("peft")
 
 from hybridrl.config.loader import load_config  # noqa: E402
 from hybridrl.config.schema import RLConfig  # noqa: E402
-from hybridrl.plan.resolve import validate_rl_config  # noqa: E402
+from hybridrl.plan.resolve import resolve  # noqa: E402
 from hybridrl.trainer.build import build_run  # noqa: E402
 from hybridrl.trainer.rl import RLTrainer  # noqa: E402
 
@@ -25,7 +25,7 @@ UNTIMED = ("timing_s/", "timing_per_token_ms/", "perf/")
 
 def train(args: list[str]) -> list[dict]:
     cfg = load_config(RLConfig, None, args)
-    run = build_run(cfg, validate_rl_config(cfg), log=lambda *_: None)
+    run = build_run(resolve(cfg), log=lambda *_: None)
     RLTrainer(run, log=lambda *_: None).fit()
     return [{k: v for k, v in json.loads(line).items() if not k.startswith(UNTIMED)} for line in open(run.tracker.path)]
 

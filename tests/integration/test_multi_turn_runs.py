@@ -11,7 +11,7 @@ from tool_helpers import warm_start, write_sum_prompts  # tests/integration/tool
 
 from hybridrl.config.loader import load_config
 from hybridrl.config.schema import RLConfig
-from hybridrl.plan.resolve import validate_rl_config
+from hybridrl.plan.resolve import resolve
 from hybridrl.trainer.build import build_run
 from hybridrl.trainer.rl import RLTrainer
 
@@ -32,7 +32,7 @@ def test_two_multi_turn_grpo_steps_with_the_calculator(random_model_dir, tmp_pat
         "actor_rollout_ref.rollout.temperature=0.5",
         "trainer.total_training_steps=2", f"trainer.default_local_dir={tmp_path / 'run'}",
         f"trainer.rollout_data_dir={tmp_path / 'gens'}", "trainer.dump_token_details=true"])
-    run = build_run(cfg, validate_rl_config(cfg), log=lambda *_: None)
+    run = build_run(resolve(cfg), log=lambda *_: None)
     RLTrainer(run).fit()
     records = [json.loads(line) for line in open(run.tracker.path)][1:]
     assert len(records) == 2

@@ -11,7 +11,7 @@ import torch
 
 from hybridrl.config.loader import load_config
 from hybridrl.config.schema import RLConfig
-from hybridrl.plan.resolve import validate_rl_config
+from hybridrl.plan.resolve import resolve
 from hybridrl.trainer import rl
 from hybridrl.trainer.build import build_run
 from hybridrl.trainer.old_policy import OldPolicy
@@ -74,7 +74,7 @@ class Spy:
 @pytest.mark.slow
 def test_train_step_obtains_old_log_probs_as_the_function_says(arith_data, random_model_dir, tmp_path, monkeypatch):
     cfg = load_config(RLConfig, None, args(arith_data, random_model_dir, tmp_path / "run"))
-    run = build_run(cfg, validate_rl_config(cfg), log=lambda *_: None)
+    run = build_run(resolve(cfg), log=lambda *_: None)
     trainer = RLTrainer(run, log=lambda *_: None)
     spy, asked = Spy(run, trainer), []
     try:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 import sys
 import time
 
@@ -16,10 +17,11 @@ ray = pytest.importorskip("ray")
 
 from hybridrl.config.loader import load_config  # noqa: E402
 from hybridrl.config.schema import RLConfig  # noqa: E402
-from hybridrl.plan.resolve import validate_rl_config  # noqa: E402
+from hybridrl.plan.resolve import resolve, validate_rl_config  # noqa: E402
 from hybridrl.distributed.group import RayRoles, WorkerError, shard_rows, update_rows  # noqa: E402
 from hybridrl.distributed.worker import RoleWorker  # noqa: E402
 from hybridrl.models.loading import load_tokenizer, resolve_model_path  # noqa: E402
+from hybridrl.trainer import checkpoint  # noqa: E402
 from hybridrl.trainer.build import build_run  # noqa: E402
 from hybridrl.trainer.rl import RLTrainer  # noqa: E402
 
@@ -45,7 +47,7 @@ def overrides(arith_data, run_dir, *extra: str) -> list[str]:
 
 def train(args: list[str]) -> list[dict]:
     cfg = load_config(RLConfig, None, args)
-    run = build_run(cfg, validate_rl_config(cfg), log=lambda *_: None)
+    run = build_run(resolve(cfg), log=lambda *_: None)
     RLTrainer(run, log=lambda *_: None).fit()
     return read_metrics(run.tracker.path)
 
@@ -282,10 +284,13 @@ def test_a_killed_worker_is_named_not_its_peer(arith_data, tmp_path, cluster, fa
 def test_a_ray_run_saved_and_resumed_equals_the_uninterrupted_one(arith_data, tmp_path, cluster):
     """Checkpoints go through rank 0 (weights, optimizer, sampling counter) and back to every rank."""
     ray_args = ["trainer.backend=ray", "trainer.n_gpus_per_node=2", "trainer.worker_timeout_s=120"]
-    whole = train(overrides(arith_data, tmp_path / "whole", *ray_args))
-    save = "trainer.save_freq=-1"  # a checkpoint at the last step
-    train(overrides(arith_data, tmp_path / "cut", *ray_args, save, "trainer.total_training_steps=2"))
-    assert (tmp_path / "cut" / "global_step_2" / "actor" / "model.safetensors").is_file()
+    save = "trainer.save_freq=2"  # checkpoints at steps 2 and 3
+    whole = train(overrides(arith_data, tmp_path / "whole", *ray_args, save))
+    assert (tmp_path / "whole" / "global_step_2" / "actor" / "model.safetensors").is_file()
+    # the same run cut back to step 2 as a crash would leave it (a copy of its folder: one Ray run fewer)
+    shutil.copytree(tmp_path / "whole", tmp_path / "cut")
+    shutil.rmtree(tmp_path / "cut" / "global_step_3")
+    (tmp_path / "cut" / checkpoint.LATEST).write_text("2")
     resumed = train(overrides(arith_data, tmp_path / "cut", *ray_args, save))  # resume_mode=auto: from global_step_2
     assert (tmp_path / "cut" / "global_step_3").is_dir() and [r["step"] for r in resumed] == [0, 1, 2, 3]
     for a, b in zip(whole, resumed):
@@ -325,7 +330,7 @@ def test_ray_workers_give_the_local_log_probs_and_entropy(arith_data, tmp_path, 
     finally:
         roles.close()
     local_cfg = load_config(RLConfig, None, args)
-    local = build_run(local_cfg, validate_rl_config(local_cfg), log=lambda *_: None).policy
+    local = build_run(resolve(local_cfg), log=lambda *_: None).policy
     local_lp, local_entropy = local.log_probs_and_entropy(seqs)
     mask = seqs.response_mask.bool()
     assert entropy.shape == lp.shape == seqs.response_mask.shape and (entropy[mask] > 0).all()

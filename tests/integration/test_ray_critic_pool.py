@@ -14,7 +14,7 @@ ray = pytest.importorskip("ray")
 
 from hybridrl.config.loader import load_config  # noqa: E402
 from hybridrl.config.schema import RLConfig  # noqa: E402
-from hybridrl.plan.resolve import validate_rl_config  # noqa: E402
+from hybridrl.plan.resolve import resolve  # noqa: E402
 from hybridrl.trainer.build import build_run  # noqa: E402
 from hybridrl.trainer.rl import RLTrainer  # noqa: E402
 from test_ray import overrides, read_metrics  # noqa: E402
@@ -33,7 +33,7 @@ OWN_POOL = ["ray_kwargs.ray_init.num_cpus=2", "critic.enable_resource_pool=true"
 def train_ppo(args: list[str]) -> tuple[list[dict], dict]:
     """(metrics per step, {pool: its workers' roles}) of the PPO example with `args`."""
     cfg = load_config(RLConfig, PPO, args)
-    run = build_run(cfg, validate_rl_config(cfg), log=lambda *_: None)
+    run = build_run(resolve(cfg), log=lambda *_: None)
     pools = {name: (p.world, p.roles) for name, p in run.workers.pools.items()}
     RLTrainer(run, log=lambda *_: None).fit()
     return read_metrics(run.tracker.path), pools

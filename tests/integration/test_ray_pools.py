@@ -6,13 +6,16 @@ sharded roles resumes to the uninterrupted run. Its own module: it needs a 5-CPU
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 
 ray = pytest.importorskip("ray")
 
 from hybridrl.config.loader import load_config  # noqa: E402
 from hybridrl.config.schema import RLConfig  # noqa: E402
-from hybridrl.plan.resolve import validate_rl_config  # noqa: E402
+from hybridrl.plan.resolve import resolve  # noqa: E402
+from hybridrl.trainer import checkpoint  # noqa: E402
 from hybridrl.trainer.build import build_run  # noqa: E402
 from hybridrl.trainer.rl import RLTrainer  # noqa: E402
 from test_ray import assert_trains_like, overrides, read_metrics, train  # noqa: E402
@@ -34,13 +37,16 @@ PLACED = ["trainer.backend=ray", "trainer.n_gpus_per_node=2", "trainer.worker_ti
           "reward_model.enable_resource_pool=true", "reward_model.n_gpus_per_node=1", "reward_model.nnodes=1"]
 
 
+SAVE = "trainer.save_freq=2"  # the step-2 checkpoint the resume starts from, and the last step's
+
+
 def test_placed_and_sharded_roles_train_like_one_process_and_resume(arith_data, tmp_path, cluster, reward_model_dir):
     """Tolerances as in test_ray.py (rel 1e-4: summation order across ranks; clip fractions abs 0.02)."""
     algo = algorithm(reward_model_dir)
     local = train(overrides(arith_data, tmp_path / "local", *algo))
 
-    cfg = load_config(RLConfig, None, overrides(arith_data, tmp_path / "placed", *algo, *PLACED))
-    run = build_run(cfg, validate_rl_config(cfg), log=lambda *_: None)
+    cfg = load_config(RLConfig, None, overrides(arith_data, tmp_path / "placed", *algo, *PLACED, SAVE))
+    run = build_run(resolve(cfg), log=lambda *_: None)
     pools = run.workers.pools
     assert {name: (p.world, p.roles) for name, p in pools.items()} == {
         "actor": (2, ("policy", "reference")), "critic": (2, ("critic",)), "reward_model": (1, ("reward_model",))}
@@ -52,9 +58,12 @@ def test_placed_and_sharded_roles_train_like_one_process_and_resume(arith_data, 
     assert local[1]["critic/grad_norm"] > 0 and local[3]["actor/kl_loss"] > 0
     assert local[3]["critic/score/mean"] != local[1]["critic/score/mean"]
 
-    save = "trainer.save_freq=-1"
-    train(overrides(arith_data, tmp_path / "cut", *algo, *PLACED, save, "trainer.total_training_steps=2"))
-    resumed = train(overrides(arith_data, tmp_path / "cut", *algo, *PLACED, save))
+    # the placed run, cut back to its step-2 checkpoint as a crash would leave it (a copy: one placed run fewer)
+    cut = tmp_path / "cut"
+    shutil.copytree(tmp_path / "placed", cut)
+    shutil.rmtree(cut / "global_step_3")
+    (cut / checkpoint.LATEST).write_text("2")
+    resumed = train(overrides(arith_data, cut, *algo, *PLACED, SAVE))
     assert [r["step"] for r in resumed] == [0, 1, 2, 3]
     for a, b in zip(placed, resumed):
         for key, value in a.items():

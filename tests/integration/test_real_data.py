@@ -11,7 +11,7 @@ import pytest
 import hybridrl.rewards.scorers.gsm8k as gsm8k_scorer
 from hybridrl.config.loader import load_config
 from hybridrl.config.schema import RLConfig
-from hybridrl.plan.resolve import validate_rl_config
+from hybridrl.plan.resolve import resolve
 from hybridrl.data.preprocess import convert
 from hybridrl.errors import HybridRLError
 from hybridrl.trainer.build import build_run
@@ -26,7 +26,7 @@ SMALL = ["data.train_batch_size=4", "actor_rollout_ref.actor.ppo_mini_batch_size
 
 def train(overrides: list[str]):
     cfg = load_config(RLConfig, None, overrides)
-    run = build_run(cfg, validate_rl_config(cfg), log=lambda *_: None)
+    run = build_run(resolve(cfg), log=lambda *_: None)
     RLTrainer(run).fit()
     return [json.loads(line) for line in open(run.tracker.path)]
 

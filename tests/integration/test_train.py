@@ -14,7 +14,7 @@ import torch
 
 from hybridrl.config.loader import load_config
 from hybridrl.config.schema import RLConfig
-from hybridrl.plan.resolve import validate_rl_config
+from hybridrl.plan.resolve import resolve
 from hybridrl.trainer.build import build_run
 from hybridrl.trainer.rl import RLTrainer
 from tests.integration.cli_helpers import run_cli
@@ -31,8 +31,7 @@ REQUIRED_METRICS = [
 
 def run_training(overrides: list[str]):
     cfg = load_config(RLConfig, None, overrides)
-    plan = validate_rl_config(cfg)
-    run = build_run(cfg, plan, log=lambda *_: None)
+    run = build_run(resolve(cfg), log=lambda *_: None)
     before = {n: p.detach().clone() for n, p in run.policy.module.named_parameters()}
     summary = RLTrainer(run).fit()
     records = [json.loads(line) for line in open(run.tracker.path)]

@@ -16,7 +16,7 @@ import pytest
 
 from hybridrl.config.loader import load_config
 from hybridrl.config.schema import RLConfig
-from hybridrl.plan.resolve import validate_rl_config
+from hybridrl.plan.resolve import resolve
 from hybridrl.trainer.build import build_run
 from hybridrl.trainer.rl import RLTrainer
 
@@ -42,7 +42,7 @@ def test_scaled_reference_command_trains_one_step(arith_data, tmp_path, monkeypa
         "++trainer.total_training_steps=1", f"+trainer.default_local_dir={tmp_path}"]
     cfg = load_config(RLConfig, None, command)
     assert cfg.actor_rollout_ref.rollout.n == 5 and cfg.actor_rollout_ref.actor.use_kl_loss
-    run = build_run(cfg, validate_rl_config(cfg), log=lambda *_: None)
+    run = build_run(resolve(cfg), log=lambda *_: None)
     RLTrainer(run, log=lambda *_: None).fit()
     records = [json.loads(line) for line in open(os.path.join(tmp_path, "metrics.jsonl"))]
     assert [r["step"] for r in records] == [0, 1]

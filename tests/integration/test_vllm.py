@@ -96,7 +96,7 @@ def test_a_response_does_not_depend_on_its_batch(engine_and_model):
 def test_a_grpo_run_with_vllm_syncs_weights_every_step(tmp_path, arith_data):
     from hybridrl.config.loader import load_config
     from hybridrl.config.schema import RLConfig
-    from hybridrl.plan.resolve import validate_rl_config
+    from hybridrl.plan.resolve import resolve
     from hybridrl.trainer.build import build_run
     from hybridrl.trainer.rl import RLTrainer
 
@@ -108,7 +108,7 @@ def test_a_grpo_run_with_vllm_syncs_weights_every_step(tmp_path, arith_data):
         "actor_rollout_ref.rollout.cpu_kv_cache_gb=0.25", "algorithm.rollout_correction.rollout_is=token",
         "trainer.total_training_steps=3", "trainer.test_freq=3", "trainer.save_freq=0",
         f"trainer.default_local_dir={tmp_path}"])
-    run = build_run(cfg, validate_rl_config(cfg), log=lambda *_: None)
+    run = build_run(resolve(cfg), log=lambda *_: None)
     RLTrainer(run, log=lambda *_: None).fit()
     records = [json.loads(line) for line in open(run.tracker.path)]
     steps = [r for r in records if r["step"] > 0]
@@ -141,7 +141,7 @@ def test_auto_precision_on_a_fast_bf16_machine_runs_a_bf16_engine_that_follows_t
     sync; its probabilities stay within bf16's gap of the trainer's (a stale engine would drift far past it)."""
     from hybridrl.config.loader import load_config
     from hybridrl.config.schema import RLConfig
-    from hybridrl.plan.resolve import validate_rl_config
+    from hybridrl.plan.resolve import resolve
     from hybridrl.trainer.build import build_run
     from hybridrl.trainer.rl import RLTrainer
 
@@ -153,7 +153,7 @@ def test_auto_precision_on_a_fast_bf16_machine_runs_a_bf16_engine_that_follows_t
         "actor_rollout_ref.rollout.cpu_kv_cache_gb=0.25", "trainer.total_training_steps=3", "trainer.test_freq=3",
         "trainer.save_freq=0", f"trainer.default_local_dir={tmp_path}"])
     assert (cfg.actor_rollout_ref.rollout.dtype, cfg.algorithm.rollout_correction.rollout_is) == ("bfloat16", "token")
-    run = build_run(cfg, validate_rl_config(cfg), log=lambda *_: None)
+    run = build_run(resolve(cfg), log=lambda *_: None)
     RLTrainer(run, log=lambda *_: None).fit()
     steps = [r for r in map(json.loads, open(run.tracker.path)) if r["step"] > 0]
     assert len(steps) == 3

@@ -80,9 +80,5 @@ def test_the_vocabulary_sits_below_the_config_and_the_config_below_its_plan():
     for path in sorted((PACKAGE / "vocab").glob("*.py")):
         assert {m.split(".")[1] for m in imported_modules(path)} <= {"errors", "vocab"}, path.name
     below_config = {"errors", "registry", "paths", "batch", "batching", "user_code", "algos", "vocab", "config"}
-    # the one exception (tests/unit/test_package_layers.py ALLOWED says why): RLConfig.__post_init__ fills the
-    # `auto` precision keys through plan.precision_auto, inside the method
-    exception = {("schema.py", "hybridrl.plan.precision_auto")}
-    for path in sorted((PACKAGE / "config").glob("*.py")):
-        modules = {m for m in imported_modules(path) if (path.name, m) not in exception}
-        assert {m.split(".")[1] for m in modules} <= below_config, path.name
+    for path in sorted((PACKAGE / "config").glob("*.py")):  # (the `auto` precision keys are plan.resolve's too)
+        assert {m.split(".")[1] for m in imported_modules(path)} <= below_config, path.name

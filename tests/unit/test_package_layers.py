@@ -34,9 +34,6 @@ LAYER = {name: i for i, names in enumerate(LAYERS) for name in names}
 PLACED = {"hybridrl.eval.metrics": "eval_metrics", "hybridrl.eval.diversity": "eval_metrics"}
 # (from module, to module) -> why this up-running import stays. Keep it small; every entry must still occur.
 ALLOWED: dict[tuple[str, str], str] = {
-    ("hybridrl.config.schema", "hybridrl.plan.precision_auto"):
-        "RLConfig.__post_init__ resolves the `auto` precision keys as a config is made (inside the method), so a "
-        "config handed to a role builder without plan.resolve still reads real dtypes",
     ("hybridrl.plan.checks", "hybridrl.rollout.tools.loading"):
         "the plan's check of rollout.multi_turn.tool_config_path loads the user's tool file the way the engine will, "
         "so a broken tool is refused before any role is built (an import inside the check)",

@@ -101,9 +101,9 @@ def test_async_configs_share_a_synchronous_twin_run_and_say_so(tmp_path, arith_d
     ctx = context(tmp_path, arith_data, "trainer.backend=ray", "rollout.n_gpus_per_node=1", "rollout.nnodes=1",
                   "async_training.staleness_threshold=1", "async_training.use_rollout_log_probs=true")
     assert ctx.runnable, ctx.config_errors
-    cfg, _ = ctx.run_config(str(tmp_path / "run"), **run_changes(ctx))  # accepted: no pool, async keys inert
+    cfg = ctx.run_config(str(tmp_path / "run"), **run_changes(ctx)).config  # accepted: no pool, async keys inert
     assert cfg.rollout.n_gpus_per_node == 0 and cfg.trainer.backend == "local"
     assert notes(ctx)[1] == SYNC_ONLY and "re-runs the in-flight buffer policy" in SYNC_ONLY
-    cfg, _ = ctx.run_config(str(tmp_path / "async"), 4, **pool_changes(ctx, str(tmp_path / "gen")))
+    cfg = ctx.run_config(str(tmp_path / "async"), 4, **pool_changes(ctx, str(tmp_path / "gen"))).config
     assert (cfg.trainer.backend, cfg.trainer.n_gpus_per_node, cfg.rollout.n_gpus_per_node) == ("ray", 1, 1)
     assert cfg.async_training.staleness_threshold == 1 and cfg.custom_reward_function.name == "compute_score"

@@ -95,7 +95,8 @@ def test_a_token_mean_over_responses_is_not_the_definition(tmp_path, arith_data,
 @pytest.mark.slow
 def test_a_step_against_the_gradient_fails(tmp_path, arith_data, monkeypatch):
     ctx = context(tmp_path, arith_data)
-    cfg, plan = ctx.run_config(str(tmp_path / "run"), 1)
+    run_plan = ctx.run_config(str(tmp_path / "run"), 1)
+    cfg, plan = run_plan.config, run_plan.batch
     batch = twin_batch(cfg, plan)
     real = policy_module.clip_and_step
 
@@ -115,8 +116,9 @@ def test_a_step_against_the_gradient_fails(tmp_path, arith_data, monkeypatch):
 def test_zero_advantage_is_not_applicable_where_it_is_off(tmp_path, arith_data):
     from hybridrl.check.update import zero_advantage
 
-    cfg, plan = context(tmp_path, arith_data, "actor_rollout_ref.actor.skip_zero_advantage=false").run_config(
+    run_plan = context(tmp_path, arith_data, "actor_rollout_ref.actor.skip_zero_advantage=false").run_config(
         str(tmp_path / "run"), 1)
+    cfg, plan = run_plan.config, run_plan.batch
     assert zero_advantage(cfg, plan, None, {}, [], "fp32").status == NA
 
 
@@ -127,6 +129,7 @@ def test_a_correct_step_lowers_the_objective_under_every_policy_loss(tmp_path, a
     # check once called a correct CISPO step a failure (verl's CISPO GSM8K script); J = agg(-A r) is what descends
     ctx = context(tmp_path, arith_data, f"actor_rollout_ref.actor.policy_loss.loss_mode={loss_mode}",
                   "actor_rollout_ref.actor.clip_ratio_low=10", "actor_rollout_ref.actor.clip_ratio_high=0.2")
-    cfg, plan = ctx.run_config(str(tmp_path / "run"), 1)
+    run_plan = ctx.run_config(str(tmp_path / "run"), 1)
+    cfg, plan = run_plan.config, run_plan.batch
     r = step_lowers_loss(cfg, plan, twin_batch(cfg, plan))
     assert r.status == "pass", text(r)

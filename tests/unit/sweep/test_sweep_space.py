@@ -89,7 +89,8 @@ def test_a_sweep_takes_the_memory_of_its_largest_swept_value(default_data_cwd): 
     key = "data.max_response_length"  # longer responses: more activations in the update
     spec = parse_sweep({"space": {key: {"grid": [8, 64, 16]}}, "metric": "critic/score/mean", "mode": "max",
                         "output": "unused"})
-    sizes = {n: trial_needs(*load_trial_config(spec.base, {key: n})).memory_bytes for n in (8, 16, 64)}
+    plans = {n: load_trial_config(spec.base, {key: n}) for n in (8, 16, 64)}
+    sizes = {n: trial_needs(p.config, p.batch).memory_bytes for n, p in plans.items()}
     assert sizes[8] < sizes[64] and sizes[16] < sizes[64]  # the largest is not the first value, the base's probe
     got, *_ = derive(spec, log=lambda _: None)
     assert f"/ {fmt_bytes(sizes[64])} per trial (plan's estimate)" in got.why

@@ -26,7 +26,7 @@ def test_a_run_error_is_the_trials_error_in_the_results(tmp_path, monkeypatch, a
     monkeypatch.setattr(ray.util, "get_node_ip_address", lambda: "10.0.0.7")
     monkeypatch.setattr(ray, "get_runtime_context", lambda: types.SimpleNamespace(get_placement_group_id=lambda: None))
 
-    def fails(cfg, plan, callbacks):
+    def fails(run_plan, callbacks):
         raise DataError("data.val_files: file not found: gone.parquet")
 
     monkeypatch.setattr(launch, "launch", fails)

@@ -11,7 +11,7 @@ import pytest
 import hybridrl.trainer.build as build
 from hybridrl.config.loader import load_config
 from hybridrl.config.schema import RLConfig
-from hybridrl.plan.resolve import validate_rl_config
+from hybridrl.plan.resolve import resolve
 from hybridrl.errors import ConfigError
 
 
@@ -22,10 +22,10 @@ def test_a_run_folder_under_a_file_fails_before_anything_loads(tmp_path, monkeyp
     blocker.write_text("")
     cfg = load_config(RLConfig, None, [f"trainer.default_local_dir={tmp_path / 'run'}", f"trainer.save_freq={save_freq}",
                                        f"trainer.{key}={blocker / 'sub'}"])
-    plan = validate_rl_config(cfg)
+    run_plan = resolve(cfg)
     monkeypatch.setattr(build, "load_tokenizer", lambda *a: pytest.fail("loaded before the folders were checked"))
     with pytest.raises(ConfigError, match=f"^{re.escape(f'trainer.{key}=')}.*{re.escape(f': {blocker} is a file, not a folder')}"):
-        build.build_run(cfg, plan, log=lambda *_: None)
+        build.build_run(run_plan, log=lambda *_: None)
 
 
 def damaged_checkpoints(root, steps=(2, 4)) -> None:
@@ -56,7 +56,7 @@ def test_every_checkpoint_damaged_is_refused_before_anything_is_written(tmp_path
     with pytest.raises(ConfigError, match=r"^trainer\.resume_mode=auto: every checkpoint in .*/run is damaged "
                                           r"\(global_step_4: actor_state\.pt has 100 bytes, the manifest says 4096; "
                                           r"global_step_2: actor_state\.pt has 100 bytes.*\); nothing was written\."):
-        build.build_run(cfg, validate_rl_config(cfg), log=lines.append)
+        build.build_run(resolve(cfg), log=lines.append)
     assert tree(run) == before  # no lock file, no write probe, no config.yaml
     assert not any("skipping" in line for line in lines)
 
@@ -78,7 +78,7 @@ def intact_checkpoint(root, step: int, cfg) -> None:
 def test_the_resume_is_decided_again_when_a_run_ending_meanwhile_saved(tmp_path, monkeypatch):
     run = tmp_path / "run"
     cfg = load_config(RLConfig, None, [f"trainer.default_local_dir={run}"])
-    plan = validate_rl_config(cfg)  # it fills in derived values: the saved config is the validated one
+    run_plan = resolve(cfg)  # it fills in derived values: the saved config is the resolved one
     intact_checkpoint(run, 2, cfg)
     real_lock, chosen = build.RunLock, []
 
@@ -93,5 +93,5 @@ def test_the_resume_is_decided_again_when_a_run_ending_meanwhile_saved(tmp_path,
     monkeypatch.setattr(build, "RunLock", lock_after_another_run_saved)
     monkeypatch.setattr(build, "_build_run", built)
     with pytest.raises(KeyboardInterrupt):
-        build.build_run(cfg, plan, log=lambda *_: None)
+        build.build_run(run_plan, log=lambda *_: None)
     assert chosen == [4]  # not step 2, which the run would have saved over step 4's successors

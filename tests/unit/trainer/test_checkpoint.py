@@ -63,7 +63,8 @@ def test_config_changes_ignore_safe_keys_and_name_the_others(tmp_path):
     saved = tmp_path / "config.yaml"
     OmegaConf.save(OmegaConf.structured(load_config(RLConfig, None, [])), saved)
     same = load_config(RLConfig, None, ["trainer.total_training_steps=500", "trainer.save_freq=5", "trainer.test_freq=2",
-                                        "reward_model.timeout_s=5"])
+                                        "reward_model.timeout_s=5", "trainer.default_local_dir=/moved/run",
+                                        "trainer.rollout_data_dir=/moved/run/gen"])  # a run folder moved or copied
     assert checkpoint.config_changes(str(saved), same) == []
     other = load_config(RLConfig, None, ["actor_rollout_ref.actor.optim.lr=1e-3", "actor_rollout_ref.rollout.n=4"])
     assert checkpoint.config_changes(str(saved), other) == [

@@ -16,7 +16,7 @@ import pytest
 from hybridrl.config.loader import load_config
 from hybridrl.config.schema import RLConfig
 from hybridrl.data.arithmetic import write_dataset
-from hybridrl.plan.resolve import validate_rl_config
+from hybridrl.plan.resolve import resolve
 from hybridrl.trainer import checkpoint
 from hybridrl.trainer.build import build_run
 from hybridrl.trainer.rl import RLTrainer
@@ -39,7 +39,7 @@ def args(data: dict, model: str, run_dir) -> list[str]:
 
 def fit(argv: list[str], log=lambda *_: None):
     cfg = load_config(RLConfig, None, argv)
-    return RLTrainer(build_run(cfg, validate_rl_config(cfg), log=log), log=log).fit()
+    return RLTrainer(build_run(resolve(cfg), log=log), log=log).fit()
 
 
 def metrics(run_dir) -> list[dict]:
