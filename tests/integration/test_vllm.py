@@ -152,8 +152,9 @@ def test_auto_precision_on_a_fast_bf16_machine_runs_a_bf16_engine_that_follows_t
         "actor_rollout_ref.actor.optim.lr=1e-2", "actor_rollout_ref.rollout.name=vllm",
         "actor_rollout_ref.rollout.cpu_kv_cache_gb=0.25", "trainer.total_training_steps=3", "trainer.test_freq=3",
         "trainer.save_freq=0", f"trainer.default_local_dir={tmp_path}"])
+    run_plan = resolve(cfg)  # where `auto` becomes this machine's dtype (here: as HYBRIDRL_AUTO_DTYPE says)
     assert (cfg.actor_rollout_ref.rollout.dtype, cfg.algorithm.rollout_correction.rollout_is) == ("bfloat16", "token")
-    run = build_run(resolve(cfg), log=lambda *_: None)
+    run = build_run(run_plan, log=lambda *_: None)
     RLTrainer(run, log=lambda *_: None).fit()
     steps = [r for r in map(json.loads, open(run.tracker.path)) if r["step"] > 0]
     assert len(steps) == 3

@@ -159,6 +159,7 @@ def test_validation_draws_never_move_training_samples(parts):
     assert torch.equal(generate_rollout(without, batch, 4, sampling).response_ids, first.response_ids)
     assert torch.equal(generate_rollout(without, batch, 4, sampling).response_ids, again.response_ids)
     assert not torch.equal(val.response_ids, first.response_ids)  # its own draws
+    assert not torch.equal(again.response_ids, first.response_ids)  # the same prompts a call later: new draws
     assert with_val.state_dict()["calls"] == {"train": 2, "val": 1}
 
 

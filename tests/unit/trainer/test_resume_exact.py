@@ -1,8 +1,8 @@
 """Resume = uninterrupted, in the fast tier (issue #47): the end-to-end resume tests (tests/integration/
 test_resume.py, tests/unit/check/test_check_resume.py) start subprocesses and 8-step runs and live in the slow
 tier, so this one keeps `make test` able to catch a resume that restores the wrong state. A 2-layer, 32-wide
-random model, PPO with a critic, an adaptive KL controller, a cosine lr, shuffled data and mini-batches, 3 steps
-to an epoch: a run of 4 steps saved at step 2, and a copy of it cut back to step 2 (as a crash would leave it) and
+random model, PPO with a critic, an adaptive KL controller, a cosine lr, shuffled data and mini-batches, a reward
+that draws from the global random generators, 3 steps to an epoch: a run of 4 steps saved at step 2, and a copy of it cut back to step 2 (as a crash would leave it) and
 run again, must log the very same metrics. Step 4 starts the second epoch, so the data order after a resume is
 checked across a reshuffle too."""
 
@@ -24,8 +24,26 @@ from hybridrl.trainer.rl import RLTrainer
 UNTIMED = ("timing_s/", "timing_per_token_ms/", "perf/")  # wall clock and memory differ between runs
 
 
+# A reward that draws from Python's, NumPy's and torch's global generators (a user's tie-break or noise), scored in
+# the trainer's process: a resume must restore those generators too, or its scores differ from the run's.
+NOISY_REWARD = """
+import random
+
+import numpy as np
+import torch
+
+from hybridrl.rewards.scorers import SCORERS
+
+
+def compute_score(data_source, solution_str, ground_truth, extra_info=None):
+    noise = random.random() + float(np.random.rand()) + float(torch.rand(1))
+    return SCORERS.get(data_source)(data_source, solution_str, ground_truth, extra_info) + 0.01 * noise
+"""
+
+
 def args(data: dict, model: str, run_dir) -> list[str]:
     return [f"data.train_files={data['train']}", f"data.val_files={data['val']}", f"trainer.default_local_dir={run_dir}",
+            f"custom_reward_function.path={data['reward']}", "reward_model.num_workers=0",
             f"actor_rollout_ref.model.path={model}", f"critic.model.path={model}",
             "data.train_batch_size=4", "actor_rollout_ref.rollout.n=2", "data.max_response_length=6",
             "actor_rollout_ref.actor.ppo_mini_batch_size=2", "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4",
@@ -49,7 +67,9 @@ def metrics(run_dir) -> list[dict]:
 
 @pytest.fixture(scope="module")
 def twelve_prompts(tmp_path_factory) -> dict:
-    return write_dataset(str(tmp_path_factory.mktemp("twelve")), train_size=12, val_size=4, seed=3)
+    folder = tmp_path_factory.mktemp("twelve")
+    (folder / "noisy_reward.py").write_text(NOISY_REWARD)
+    return {**write_dataset(str(folder), train_size=12, val_size=4, seed=3), "reward": str(folder / "noisy_reward.py")}
 
 
 def test_a_run_cut_at_step_2_and_resumed_logs_the_uninterrupted_runs_metrics(twelve_prompts, random_model_dir, tmp_path):

@@ -127,3 +127,21 @@ def test_the_policy_gives_its_log_probs_and_the_entropy_of_a_real_model(random_m
             logits = module(input_ids=ids[i:i + 1, :4 + n]).logits[0, 3:3 + n]
             expected = torch.distributions.Categorical(logits=logits / 0.7).entropy()
             assert torch.allclose(entropy[i, :n], expected, atol=1e-5) and (entropy[i, n:] == 0).all()
+
+
+def test_an_engine_with_its_own_copy_samples_with_the_updated_weights(random_model_dir):
+    """Policy.update syncs an engine that does not share the trainer's module (an async rollout worker's hf
+    engine, vLLM): after the step the engine's weights are the trainer's, and they moved. (The slow tier checks
+    the same for vLLM; here it is the fast tier's.)"""
+    from hybridrl.rollout.hf import HFRolloutEngine
+
+    module = load_causal_lm(random_model_dir)
+    engine = HFRolloutEngine(load_causal_lm(random_model_dir), [2], 0, own_copy=True)
+    opt, sched = build_optimizer(module.parameters(), 1e-2, 0.0, [0.9, 0.999], 0, 1, "constant", 0.0)
+    policy = Policy(module, opt, sched, engine=engine, settings=settings(micro=8))
+    before = {k: v.clone() for k, v in engine.module.state_dict().items()}
+    metrics = policy.update(batch(module.config.vocab_size))
+    assert "timing_s/update_weights" in metrics
+    after, trainer = engine.module.state_dict(), module.state_dict()
+    assert all(torch.equal(after[k], trainer[k]) for k in trainer)
+    assert any(not torch.equal(before[k], after[k]) for k in before)
