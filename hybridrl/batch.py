@@ -26,6 +26,7 @@ class PromptBatch:
     index: list[int]  # [B] row of the prompt in its dataset
     extra_info: Optional[list[dict]] = None  # [B] the row's extra_info, handed to reward functions
     messages: Optional[list[list[dict]]] = None  # [B] the chat messages (verl's raw_prompt), for a reward model
+    columns: Optional[list[dict]] = None  # [B] the row's dataset columns but its prompt (TRL-style reward kwargs)
 
     def repeat_interleave(self, n: int) -> "PromptBatch":
         """Each prompt n times in a row: rows i*n .. i*n+n-1 are the samples of prompt i."""

@@ -8,10 +8,13 @@ Which signature a function has is read from its parameter names:
 - a parameter `completions`, or **kwargs: TRL's `reward(prompts, completions, **columns) -> list[float]`, one
   call per batch. `prompts`/`completions` are text when every prompt of the data was plain text (TRL's
   standard format), else TRL's conversational form: the prompt's chat messages, and
-  [{"role": "assistant", "content": text}] per completion. `columns`: `data_source`, `ground_truth`,
-  `extra_info` (lists over the batch), and each key of the rows' extra_info (where hybridrl keeps a dataset's
-  other columns: hybridrl/api/data.py) as a list of its own (only those the function names, unless it takes
-  **kwargs). TRL's `completion_ids` and `trainer_state` are not passed.
+  [{"role": "assistant", "content": text}] per completion. `columns`, lists over the batch, as TRL passes a
+  dataset's columns: every column of the rows but the prompt under its own name (a verl-schema parquet's
+  `data_source`, `reward_model`, `ability`, `extra_info`, and any other), `ground_truth` (the rows'
+  reward_model.ground_truth), and each key of the rows' extra_info (where hybridrl.train keeps the other columns
+  of data given from Python: hybridrl/api/data.py) where no column has its name; only those the function names,
+  unless it takes **kwargs. A function naming a column the rows do not have is refused with the names they have.
+  TRL's `completion_ids` and `trainer_state` are not passed.
 
 An `async def` function of any kind is awaited; the async functions of one batch run concurrently.
 Several functions: the score is the sum of weight x value (reward_weights, 1 each by default), and each
@@ -134,17 +137,18 @@ class RewardFunctions:
     text_prompts: bool  # TRL functions get text prompts and completions, else the conversational form
 
     def __call__(self, data_sources: list[str], solution_strs: list[str], ground_truths: list[str],
-                 extra_infos: list[dict], prompts: Optional[list] = None) -> list:
+                 extra_infos: list[dict], prompts: Optional[list] = None, columns: Optional[list[dict]] = None) -> list:
         n = len(solution_strs)
-        calls = [self._start(i, data_sources, solution_strs, ground_truths, extra_infos, prompts or [None] * n)
+        table = _columns(data_sources, ground_truths, extra_infos, columns)
+        calls = [self._start(i, data_sources, solution_strs, ground_truths, extra_infos, prompts or [None] * n, table)
                  for i in range(len(self.functions))]
         pending = [(i, j) for i, call in enumerate(calls) for j, v in enumerate(call) if inspect.isawaitable(v)]
         for (i, j), value in zip(pending, run_awaitables([calls[i][j] for i, j in pending])):
             calls[i][j] = value
-        values = [self._values(i, calls[i], n) for i in range(len(self.functions))]
+        values = [self._values(i, calls[i], n, table) for i in range(len(self.functions))]
         return [self._combine([v[j] for v in values]) for j in range(n)]
 
-    def _start(self, i: int, sources, texts, truths, infos, prompts) -> list:
+    def _start(self, i: int, sources, texts, truths, infos, prompts, table: dict[str, list]) -> list:
         """Function i's call(s): one value (or awaitable, or exception) per response for verl, else one item
         holding the batch's list."""
         fn, kind = self.functions[i], self.kinds[i]
@@ -153,7 +157,7 @@ class RewardFunctions:
                 return [_guarded(fn, s, t, g, extra_info=e) for s, t, g, e in zip(sources, texts, truths, infos)]
             if kind == VERL_BATCHED:
                 return [fn(data_sources=sources, solution_strs=texts, ground_truths=truths, extra_infos=infos)]
-            return [_call_trl(fn, *self._trl_inputs(prompts, texts), _columns(sources, truths, infos))]
+            return [_call_trl(fn, *self._trl_inputs(prompts, texts), table)]
         except Exception as e:  # noqa: BLE001  the user's code; reported per sample, with the function's name
             return [e]
 
@@ -162,13 +166,15 @@ class RewardFunctions:
             return [m[-1]["content"] if m else None for m in prompts], list(texts)
         return list(prompts), [[{"role": "assistant", "content": t}] for t in texts]
 
-    def _values(self, i: int, call: list, n: int) -> list:
+    def _values(self, i: int, call: list, n: int, columns: dict[str, list]) -> list:
         """Function i's n values (number, dict, None or NoScore)."""
         name = self.names[i]
         if self.kinds[i] != VERL:  # one call: its list, or its exception for every sample
             out = call[0]
             if isinstance(out, BaseException):
-                return [NoScore(f"reward function {name!r} raised {failure(out)}{where(out)}")] * n
+                names = ("; the columns it gets: prompts, completions, " + ", ".join(sorted(columns))
+                         if isinstance(out, KeyError) and self.kinds[i] == TRL else "")  # a column read by a wrong name
+                return [NoScore(f"reward function {name!r} raised {failure(out)}{where(out)}{names}")] * n
             try:
                 out = list(out)
             except TypeError:
@@ -218,18 +224,29 @@ def _number(value: Any) -> Any:
     return float(value)
 
 
-def _columns(sources: list[str], truths: list[str], infos: list[dict]) -> dict[str, list]:
-    """TRL's **columns: the rows' data_source, ground_truth and extra_info, then each extra_info key (a dataset's
-    other columns, which win: TRL passes a column unchanged)."""
+def _columns(sources: list[str], truths: list[str], infos: list[dict],
+             rows: Optional[list[dict]] = None) -> dict[str, list]:
+    """TRL's **columns (module doc): data_source, ground_truth and extra_info; each extra_info key (data given from
+    Python keeps its other columns there); then the rows' own columns under their names, which win (TRL passes a
+    dataset's columns unchanged). `rows`: each row's columns but its prompt (None: a batch not read from a dataset)."""
     out: dict[str, list] = {"data_source": list(sources), "ground_truth": list(truths), "extra_info": list(infos)}
     for key in sorted({k for info in infos for k in info} - {"prompts", "completions"}):
         out[key] = [info.get(key) for info in infos]
+    if rows:
+        for key in sorted({k for row in rows for k in row} - {"prompts", "completions", "extra_info"}):
+            out[key] = [row.get(key) for row in rows]
     return out
 
 
 def _call_trl(fn: Callable[..., Any], prompts: list, completions: list, columns: dict[str, list]) -> Any:
-    """fn(prompts=, completions=, **columns), the columns limited to those it names unless it takes **kwargs."""
+    """fn(prompts=, completions=, **columns), the columns limited to those it names unless it takes **kwargs; a
+    column it needs that the rows do not have is a ConfigError naming the ones they have."""
     params = inspect.signature(fn).parameters
+    missing = [n for n, p in params.items() if n not in columns and n not in ("prompts", "completions")
+               and p.default is p.empty and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    if missing:
+        raise ConfigError(f"reward function {name_of(fn)!r} takes {', '.join(map(repr, missing))}, which the rows do "
+                          f"not have; the columns it can name: prompts, completions, {', '.join(sorted(columns))}")
     if not any(p.kind is p.VAR_KEYWORD for p in params.values()):
         columns = {k: v for k, v in columns.items() if k in params}
     more = {k: v for k, v in (("prompts", prompts), ("completions", completions))

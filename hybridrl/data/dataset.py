@@ -28,6 +28,7 @@ class PromptRecord:
     index: int  # row across all files, in file order
     extra_info: dict  # the row's extra_info ({} when absent), passed to reward functions
     messages: list[dict]  # the chat messages, for a reward model with its own chat template
+    columns: dict  # the row's columns but the prompt, as read (reward_model, data_source, extra_info, any other)
 
 
 def _read_jsonl(path: str, key: str) -> tuple[list[dict], list[str]]:
@@ -252,7 +253,8 @@ class RLDataset:
                 rm = row.get("reward_model")
                 truth = rm.get("ground_truth") if isinstance(rm, dict) else None
                 self.records.append(PromptRecord(prompt_ids, row[reward_fn_key], "" if truth is None else str(truth),
-                                                 offset + i, row.get("extra_info") or {}, row[prompt_key]))
+                                                 offset + i, row.get("extra_info") or {}, row[prompt_key],
+                                                 {k: v for k, v in row.items() if k != prompt_key}))
             offset += len(rows)
         if not self.records:
             raise DataError(f"{key}: no prompts left ({self.num_filtered} over {names.max_prompt_length}="
@@ -280,4 +282,5 @@ class RLDataset:
             ids[row, width - len(r.prompt_ids):] = torch.tensor(r.prompt_ids)
             mask[row, width - len(r.prompt_ids):] = 1
         return PromptBatch(ids, mask, [r.data_source for r in recs], [r.ground_truth for r in recs],
-                           [r.index for r in recs], [r.extra_info for r in recs], [r.messages for r in recs])
+                           [r.index for r in recs], [r.extra_info for r in recs], [r.messages for r in recs],
+                           [r.columns for r in recs])

@@ -89,7 +89,7 @@ class RewardManager:
         infos = p.extra_info if p.extra_info is not None else [{} for _ in texts]
         raise_on_error = self.settings.on_error == "raise"
         results = self.pool.score(list(p.data_source), texts, list(p.ground_truth), infos, stop_on_error=raise_on_error,
-                                  prompts=p.messages)
+                                  prompts=p.messages, columns=p.columns)
         unscored = sum(1 for r in results if r.error is not None and r.error.startswith(NOT_SCORED))
         failed = [i for i, r in enumerate(results) if r.error is not None and not r.error.startswith(NOT_SCORED)]
         if failed and raise_on_error:

@@ -45,7 +45,8 @@ class FunctionRef:
     batched: bool = False
     keys: tuple[str, str] = KEYS  # the settings that gave path and name, for errors (eval: its flags)
     function: Optional[Callable[..., Any]] = None  # used instead of path/name; shipped to workers by cloudpickle
-    with_prompts: bool = False  # batched: the call also gets prompts= (each row's chat messages)
+    with_prompts: bool = False  # batched: the call also gets prompts= (each row's chat messages) and columns= (each
+    # row's dataset columns but its prompt: the Python API's TRL-style functions get them by name)
 
     @property
     def custom(self) -> bool:
@@ -125,10 +126,10 @@ def score_one(source: str, text: str, truth: str, info: dict, fn: Optional[Calla
 
 
 def score_batch(sources: list[str], texts: list[str], truths: list[str], infos: list[dict],
-                fn: Optional[Callable[..., Any]] = None, prompts: Optional[list] = None) -> list[Scored]:
-    """A batched user function (verl's BatchRewardManager signature): one call for all samples; `prompts`
-    (each row's chat messages) is passed only when given (FunctionRef.with_prompts)."""
-    more = {} if prompts is None else {"prompts": prompts}
+                fn: Optional[Callable[..., Any]] = None, more: Optional[dict] = None) -> list[Scored]:
+    """A batched user function (verl's BatchRewardManager signature): one call for all samples; `more`
+    (prompts= and columns=, FunctionRef.with_prompts) is passed as keywords when given."""
+    more = more or {}
     try:
         values = list((fn or _custom)(data_sources=sources, solution_strs=texts, ground_truths=truths, extra_infos=infos,
                                       **more))
@@ -176,25 +177,28 @@ class ScoringPool:
             self._pool = ProcessPool(max_workers=num_workers, initializer=_init_worker, initargs=(ref,), context=ctx)
 
     def score(self, sources: list[str], texts: list[str], truths: list[str], infos: list[dict],
-              stop_on_error: bool = False, prompts: Optional[list] = None) -> list[Scored]:
-        """`prompts` (each row's chat messages) reach a batched function that asks for them (FunctionRef.with_prompts)."""
+              stop_on_error: bool = False, prompts: Optional[list] = None,
+              columns: Optional[list[dict]] = None) -> list[Scored]:
+        """`prompts` (each row's chat messages) and `columns` (each row's dataset columns) reach a batched function
+        that asks for them (FunctionRef.with_prompts)."""
         rows = list(zip(sources, texts, truths, infos))
         if self.ref.batched:
-            return self._score_batched(sources, texts, truths, infos, prompts if self.ref.with_prompts else None)
+            more = {"prompts": prompts, "columns": columns} if self.ref.with_prompts else {}
+            return self._score_batched(sources, texts, truths, infos, more)
         if self._pool is None:
             return self._score_here(rows, stop_on_error)
         return self._score_in_pool(rows, stop_on_error)
 
-    def _score_batched(self, sources, texts, truths, infos, prompts) -> list[Scored]:
+    def _score_batched(self, sources, texts, truths, infos, more: dict) -> list[Scored]:
         """One call for the batch, timeout_s for the call (not per sample: a hang must not wait N times)."""
         why = f"timed out after reward_model.timeout_s={self.timeout_s:g}s (the batched call)"
         if self._pool is None:
             try:
                 with alarm(self._limit):
-                    return score_batch(sources, texts, truths, infos, self._fn, prompts)
+                    return score_batch(sources, texts, truths, infos, self._fn, more)
             except ScorerTimeout:
                 return [Scored(0.0, {}, why)] * len(texts)
-        future = self._pool.schedule(score_batch, args=(sources, texts, truths, infos, None, prompts), timeout=self._limit)
+        future = self._pool.schedule(score_batch, args=(sources, texts, truths, infos, None, more), timeout=self._limit)
         return self._outcome(future, len(texts), why)
 
     def _score_here(self, rows: list[tuple], stop_on_error: bool) -> list[Scored]:

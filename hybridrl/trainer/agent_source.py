@@ -46,10 +46,11 @@ def agent_row(prompts: PromptBatch, i: int) -> dict[str, Any]:
     reward_model.ground_truth, extra_info, index), and extra_info's keys at the top level too (hybridrl.train keeps
     a dataset's other columns there) where they do not clash."""
     info = dict((prompts.extra_info or [{}] * len(prompts.index))[i])
+    own = (prompts.columns or [{}] * len(prompts.index))[i]  # the dataset row's other columns (ability, ...)
     row = {"prompt": prompts.messages[i] if prompts.messages is not None else None,
            "data_source": prompts.data_source[i], "reward_model": {"ground_truth": prompts.ground_truth[i]},
            "extra_info": info, "index": prompts.index[i]}
-    return {**{k: v for k, v in info.items() if k not in row}, **row}
+    return {**{k: v for k, v in info.items() if k not in row}, **{k: v for k, v in own.items() if k not in row}, **row}
 
 
 def step_inputs(groups: PromptBatch, n: int) -> tuple[PromptBatch, torch.Tensor, list[dict[str, Any]]]:

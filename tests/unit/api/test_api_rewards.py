@@ -207,3 +207,41 @@ def test_an_unpicklable_function_is_refused_by_name_when_it_must_travel(monkeypa
         "cannot be pickled (TypeError: cannot pickle '_thread.lock' object), but reward_model.num_workers=2 starts "
         "its scoring processes with spawn, and each must receive it")
     assert "\n" not in str(e.value)
+
+
+# Issue #48 part 4: a TRL-style function on verl-schema rows gets every column of the row under its own name.
+VERL_ROWS = [{"data_source": "s", "reward_model": {"style": "rule", "ground_truth": "3"}, "ability": "math",
+              "extra_info": {"answer": 3}, "difficulty": 1},
+             {"data_source": "s", "reward_model": {"style": "rule", "ground_truth": "4"}, "ability": "math",
+              "extra_info": {"answer": 4}, "difficulty": 2}]
+
+
+def test_a_trl_function_reads_the_verl_rows_own_columns_by_name():
+    def from_reward_model(prompts, completions, reward_model, **kwargs):  # as TRL users write it
+        assert kwargs["ability"] == ["math", "math"] and kwargs["difficulty"] == [1, 2]
+        return [float(c == rm["ground_truth"]) for c, rm in zip(completions, reward_model)]
+
+    pool = ScoringPool(function_ref(from_reward_model, text_prompts=True), 0, timeout_s=30)
+    try:
+        results = pool.score(SOURCES, ["3", "5"], TRUTHS, INFOS, prompts=PROMPTS, columns=VERL_ROWS)
+    finally:
+        pool.close()
+    assert [(r.score, r.error) for r in results] == [(1.0, None), (0.0, None)]
+
+
+def test_a_trl_function_naming_a_column_the_rows_lack_is_told_the_names_they_have():
+    def wants_solution(prompts, completions, solution):
+        return [1.0] * len(completions)
+
+    def reads_solution(prompts, completions, **kwargs):
+        return [float(c == s) for c, s in zip(completions, kwargs["solution"])]
+
+    for fn in (wants_solution, reads_solution):
+        pool = ScoringPool(function_ref(fn, text_prompts=True), 0, timeout_s=30)
+        try:
+            results = pool.score(SOURCES, TEXTS, TRUTHS, INFOS, prompts=PROMPTS, columns=VERL_ROWS)
+        finally:
+            pool.close()
+        error = results[0].error
+        assert "'solution'" in error and "ability, answer, data_source, difficulty, extra_info, ground_truth, " \
+                                         "reward_model" in error, error

@@ -278,3 +278,23 @@ def test_sft_rows_with_a_lone_surrogate_name_file_row_and_field(tmp_path, tok):
     with pytest.raises(DataError, match=re.escape(f"{path} row 1: field 'answer' holds a lone surrogate \\ud83d at "
                                                   "character 2 (half of a UTF-16 pair")):
         SFTDataset([path], tok, "prompt", "answer", 64, "data.train_files")
+
+
+def test_each_prompt_keeps_its_rows_other_columns_for_trl_style_rewards(tmp_path):
+    """Issue #48 part 4: the columns of a verl-schema row but the prompt reach the batch (PromptBatch.columns),
+    repeated with the prompt's samples, as TRL hands a dataset's columns to its reward functions."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from hybridrl.models.tiny import build_tokenizer
+
+    rows = [{"data_source": "arithmetic", "prompt": [{"role": "user", "content": f"{i}+1="}], "ability": "math",
+             "reward_model": {"style": "rule", "ground_truth": str(i + 1)}, "extra_info": {"index": i}}
+            for i in range(3)]
+    path = str(tmp_path / "rows.parquet")
+    pq.write_table(pa.Table.from_pylist(rows), path)
+    tok = build_tokenizer()
+    data = RLDataset([path], tok, "prompt", 64, "error", False, "data.train_files")
+    batch = data.collate([2, 0], tok.pad_token_id).repeat_interleave(2)
+    expected = [{k: v for k, v in rows[i].items() if k != "prompt"} for i in (2, 2, 0, 0)]
+    assert batch.columns == expected
