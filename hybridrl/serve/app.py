@@ -99,7 +99,7 @@ def build_app(service: GenerationService, settings: AppSettings) -> FastAPI:
             return JSONResponse(internal_error().body(), status_code=503)
         return {"status": "ok"}
 
-    @app.get("/metrics")
+    @app.get("/metrics", dependencies=[Depends(_authorize(settings.api_key))])  # every route but /health: the key
     async def metrics():
         """Prometheus text: the tool calls returned, and the malformed ones returned as text."""
         return PlainTextResponse(service.counters.prometheus(), media_type="text/plain; version=0.0.4")

@@ -14,7 +14,7 @@ import sys
 
 from hybridrl import progress
 from hybridrl.errors import ConfigError
-from hybridrl.serve.settings import DTYPES, ENGINES, ServeSettings
+from hybridrl.serve.settings import ALLOW_FLAG, DTYPES, ENGINES, ServeSettings
 
 DESCRIPTION = ("serve a model (HF folder, bundled name, run folder or global_step_<N> checkpoint) over an "
                "OpenAI-compatible HTTP API: /v1/completions, /v1/chat/completions (streaming too), /v1/models, /health")
@@ -34,6 +34,8 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--served-model-name", help="the model id clients send (default: PATH's folder name)")
     p.add_argument("--api-key", default=os.environ.get("HYBRIDRL_API_KEY") or None,
                    help="require 'Authorization: Bearer KEY' on /v1/* (default: $HYBRIDRL_API_KEY, else none)")
+    p.add_argument(ALLOW_FLAG, action="store_true",
+                   help="allow a --host other machines can reach without --api-key (refused otherwise)")
     p.add_argument("--seed", type=int, default=_D.seed,
                    help="seed of the requests that bring none (default: %(default)s)")
     p.add_argument("--dtype", choices=DTYPES, default=_D.dtype, help="weights dtype (default: %(default)s)")
@@ -59,7 +61,7 @@ def settings_of(args) -> ServeSettings:
                          served_model_name=args.served_model_name, api_key=args.api_key, seed=args.seed,
                          dtype=args.dtype, max_num_seqs=args.max_num_seqs, max_model_len=args.max_model_len,
                          max_tokens_limit=args.max_tokens_limit, max_n=args.max_n, max_body_bytes=args.max_body_bytes,
-                         threads=args.threads)
+                         threads=args.threads, allow_no_api_key=args.allow_no_api_key)
 
 
 def listen_socket(host: str, port: int) -> socket.socket:
@@ -94,13 +96,13 @@ def run(args) -> None:
 
     from hybridrl.serve.app import build_app
     from hybridrl.serve.build import build_service
-    from hybridrl.serve.settings import check_settings, is_loopback
+    from hybridrl.serve.settings import check_settings, exposure_warning
 
     s = settings_of(args)
     check_settings(s)  # before the model loads: a typo fails in a second
-    if not is_loopback(s.host) and s.api_key is None:
-        print(f"hybridrl serve: warning: binding {s.host} without an API key: anyone who can reach this address "
-              "can use the model; set --api-key or $HYBRIDRL_API_KEY", file=sys.stderr)
+    warning = exposure_warning(s.host, s.api_key, "use the model")
+    if warning:
+        print(f"hybridrl serve: {warning}", file=sys.stderr)
     sock = listen_socket(s.host, s.port)  # a port in use fails here, before the model loads
     try:
         with progress.reporting(), progress.phase("loading the model"):

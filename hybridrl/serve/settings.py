@@ -30,6 +30,7 @@ class ServeSettings:
     max_n: int = 8
     max_body_bytes: int = 1 << 20
     threads: Optional[int] = None  # torch CPU threads of the hf engine; None: torch's default
+    allow_no_api_key: bool = False  # --allow-no-api-key: a non-loopback --host without a key, knowingly
 
 
 def check_settings(s: ServeSettings) -> None:
@@ -48,8 +49,31 @@ def check_settings(s: ServeSettings) -> None:
         (s.api_key is not None and not s.api_key.strip(), "--api-key: give a non-empty key"),
         (s.served_model_name is not None and not s.served_model_name.strip(),
          "--served-model-name: give a non-empty name"),
+        (open_by_accident(s.host, s.api_key, s.allow_no_api_key), exposure_error(s.host, "use the model")),
     ]
     raise_all([message for bad, message in problems if bad])  # every bad flag at once
+
+
+# The binding rule of every hybridrl server that can listen beyond this machine (serve, view): an address other
+# machines can reach needs an API key, or --allow-no-api-key saying the opening is meant. Servers that only ever
+# bind loopback (the agent proxy of a run) take no --host at all.
+ALLOW_FLAG = "--allow-no-api-key"
+
+
+def open_by_accident(host: str, api_key: Optional[str], allowed: bool) -> bool:
+    return not is_loopback(host) and api_key is None and not allowed
+
+
+def exposure_error(host: str, what: str) -> str:
+    return (f"--host {host}: an address other machines can reach, and no API key: anyone who reaches it could {what}; "
+            f"set --api-key KEY (or $HYBRIDRL_API_KEY), bind 127.0.0.1, or pass {ALLOW_FLAG} if that is meant")
+
+
+def exposure_warning(host: str, api_key: Optional[str], what: str) -> Optional[str]:
+    """The line a server prints at start when it listens beyond loopback without a key (allowed by the flag)."""
+    if is_loopback(host) or api_key is not None:
+        return None
+    return f"warning: serving {host} without an API key ({ALLOW_FLAG}): anyone who can reach it can {what}"
 
 
 def is_loopback(host: str) -> bool:

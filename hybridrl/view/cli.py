@@ -24,20 +24,22 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--api-key", default=os.environ.get("HYBRIDRL_API_KEY") or None,
                    help="require 'Authorization: Bearer KEY' on /api/* (the page asks for it); needed when --host "
                         "is not a loopback address (default: $HYBRIDRL_API_KEY, else none)")
+    p.add_argument("--allow-no-api-key", action="store_true",
+                   help="allow a --host other machines can reach without --api-key (refused otherwise)")
     p.add_argument("--log-level", default="warning", choices=("critical", "error", "warning", "info", "debug"),
                    help="uvicorn's log level (default: %(default)s)")
     return p
 
 
-def check_access(host: str, api_key: str | None) -> None:
-    """Run data leaves this machine only behind a key: a non-loopback address without one is refused."""
-    from hybridrl.serve.settings import is_loopback
+def check_access(host: str, api_key: str | None, allow_no_api_key: bool = False) -> None:
+    """Run data leaves this machine only behind a key: a non-loopback address without one is refused, unless
+    --allow-no-api-key says it is meant (serve/settings.py: the rule every hybridrl server follows)."""
+    from hybridrl.serve.settings import exposure_error, open_by_accident
 
     if api_key is not None and not api_key.strip():
         raise ConfigError("--api-key: give a non-empty key")
-    if not is_loopback(host) and api_key is None:
-        raise ConfigError(f"--host {host}: binding an address other machines can reach needs --api-key KEY (or "
-                          "$HYBRIDRL_API_KEY), so that only holders of the key see the runs; or bind 127.0.0.1")
+    if open_by_accident(host, api_key, allow_no_api_key):
+        raise ConfigError(exposure_error(host, "read every run it shows"))
 
 
 def open_runs(paths: list[str]):
@@ -66,9 +68,13 @@ def run(args) -> None:
     import uvicorn
 
     from hybridrl.serve.cli import listen_socket
+    from hybridrl.serve.settings import exposure_warning
     from hybridrl.view.app import build_app
 
-    check_access(args.host, args.api_key)
+    check_access(args.host, args.api_key, args.allow_no_api_key)
+    warning = exposure_warning(args.host, args.api_key, "read every run it shows")
+    if warning:
+        print(f"hybridrl view: {warning}", file=sys.stderr)
     runs, sweep = open_runs(args.runs)
     sock = listen_socket(args.host, args.port)  # a port in use is one line naming it
     try:

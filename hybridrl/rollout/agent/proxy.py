@@ -44,7 +44,7 @@ class AgentLimits:
 
 def build_app(tokenizer, batcher: Batcher, recorders: list[Recorder], limits: AgentLimits, counts: dict):
     """The FastAPI app; `counts` gathers malformed_tool_calls and turns per agent (agent/* metrics)."""
-    app = FastAPI()
+    app = FastAPI(docs_url=None, redoc_url=None, openapi_url=None)  # only the routes below, nothing else to reach
 
     @app.exception_handler(APIError)
     async def _api_error(request, e: APIError):

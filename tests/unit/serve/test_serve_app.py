@@ -218,3 +218,19 @@ def test_a_stopped_worker_is_a_503_not_a_hang(tiny):
     with TestClient(build_app(service, AppSettings(MODEL, None, LIMITS))) as c:
         assert error_of(c.post(COMPLETIONS, json=OK_PROMPT), 503)["code"] == "worker_stopped"
         assert c.get("/health").status_code == 503
+
+
+def test_every_route_but_health_needs_the_key(client):
+    """Issue #48 part 3, for every route the app has (a route added later is covered too): no key or a wrong one is
+    a 401 before the route runs; /health alone is open."""
+    from fastapi.routing import APIRoute
+
+    routes = [(m, r.path) for r in client.app.routes if isinstance(r, APIRoute) for m in r.methods]
+    assert ("POST", COMPLETIONS) in routes and ("GET", "/metrics") in routes
+    for headers in ({"Authorization": ""}, {"Authorization": "Bearer wrong"}):
+        for method, path in routes:
+            r = client.request(method, path.replace("{model_id:path}", MODEL), headers=headers, json={})
+            if path == "/health":
+                assert r.status_code == 200
+            else:
+                assert r.status_code == 401 and error_of(r, 401)["code"] == "invalid_api_key", (method, path)

@@ -1,5 +1,5 @@
 """`hybridrl serve` flags: defaults, checks (one ConfigError naming the flag), context length, and the
-warning for a public address without an API key."""
+binding rule (a public address needs an API key, or --allow-no-api-key)."""
 
 from __future__ import annotations
 
@@ -65,9 +65,10 @@ def test_served_model_name_defaults_to_the_folder_name(tiny, monkeypatch):
         "tiny-arith", "hf", 128, 3)
 
 
-@pytest.mark.parametrize("host, key, warned", [("0.0.0.0", None, True), ("0.0.0.0", "k", False),
-                                               ("127.0.0.1", None, False)])
-def test_a_public_address_without_a_key_is_warned_about(monkeypatch, capsys, host, key, warned):
+@pytest.mark.parametrize("host, flags, warned", [("0.0.0.0", ["--allow-no-api-key"], True),
+                                                 ("0.0.0.0", ["--api-key", "k"], False),
+                                                 ("127.0.0.1", [], False), ("::1", [], False)])
+def test_a_public_address_serves_with_a_key_or_the_flag_that_allows_none(monkeypatch, capsys, host, flags, warned):
     import uvicorn
 
     import hybridrl.serve.app as app_module
@@ -80,9 +81,22 @@ def test_a_public_address_without_a_key_is_warned_about(monkeypatch, capsys, hos
     # the server runs on the socket cli.run bound before the model loaded (a port in use fails at once)
     monkeypatch.setattr(uvicorn.Server, "run", lambda server, sockets: served.update(
         host=server.config.host, port=server.config.port, bound=sockets[0].getsockname()[1]))
-    cli.run(parse(["serve", "m", "--host", host, "--port", "0", *(["--api-key", key] if key else [])]))
+    cli.run(parse(["serve", "m", "--host", host, "--port", "0", *flags]))
     assert served["host"] == host and served["port"] == served["bound"] > 0  # --port 0: the port the system chose
-    assert ("without an API key" in capsys.readouterr().err) is warned
+    assert ("without an API key (--allow-no-api-key)" in capsys.readouterr().err) is warned
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "::", "192.168.1.4", "example.com"])
+def test_a_public_address_without_a_key_is_refused_before_the_model_loads(monkeypatch, host):
+    """Issue #48 part 3: not a warning any more: one line naming both ways out, and nothing bound or loaded."""
+    monkeypatch.delenv("HYBRIDRL_API_KEY", raising=False)
+    monkeypatch.setattr(build, "build_service", lambda s: pytest.fail("the model loaded"))
+    monkeypatch.setattr(cli, "listen_socket", lambda *a: pytest.fail("bound before the refusal"))
+    with pytest.raises(ConfigError, match=rf"^--host {re.escape(host)}: an address other machines can reach, and no "
+                                          r"API key: .*set --api-key KEY .* or pass --allow-no-api-key"):
+        cli.run(parse(["serve", "m", "--host", host]))
+    monkeypatch.setenv("HYBRIDRL_API_KEY", "from-env")  # the key from the environment counts
+    check_settings(cli.settings_of(parse(["serve", "m", "--host", host])))
 
 
 def test_a_port_in_use_is_one_line_before_the_model_loads(monkeypatch):

@@ -143,3 +143,23 @@ def test_api_key_guards_the_api_but_not_the_page(two_runs):
     assert c.get("/api/runs", headers={"Authorization": f"Bearer {KEY}"}).status_code == 200
     assert c.get("/").status_code == 200 and c.get("/health").status_code == 200
     assert client(two_runs).get("/api/runs").status_code == 200  # no key set: open (loopback only, see the CLI)
+
+
+def test_every_api_route_needs_the_key_and_the_page_holds_no_run_data(two_runs, tmp_path):
+    """Issue #48 part 3, for every route the app has (one added later too): with a key set, every /api route is a
+    401 without it or with a wrong one. The page, its scripts and /health stay open (the page asks for the key),
+    and they are the same bytes whatever runs are open: no run data reaches a visitor without the key."""
+    from fastapi.routing import APIRoute
+
+    c = client(two_runs, api_key=KEY)
+    routes = [(m, r.path) for r in c.app.routes if isinstance(r, APIRoute) for m in r.methods]
+    open_routes = {"/", "/static/{name}", "/health"}
+    assert {p for _, p in routes} - open_routes and all(p.startswith("/api/") for _, p in routes
+                                                        if p not in open_routes)
+    for headers in ({}, {"Authorization": "Bearer wrong"}):
+        for method, path in routes:
+            if path not in open_routes:
+                assert c.request(method, path, headers=headers).status_code == 401, (method, path)
+    other = client([write_run(tmp_path / "secret-run", steps=2, name="SECRET")], api_key=KEY)
+    for path in ("/", "/static/app.js", "/static/style.css", "/health"):
+        assert c.get(path).content == other.get(path).content, path

@@ -30,3 +30,17 @@ def test_the_command_refuses_to_start_open_to_the_network(tmp_path, capsys, monk
     assert main(["view", str(tmp_path), "--host", "0.0.0.0", "--port", "0"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("hybridrl view: error: --host 0.0.0.0:") and "--api-key" in err
+
+
+def test_the_flag_that_allows_no_key_is_the_only_way_open_and_it_says_so(tmp_path, capsys, monkeypatch):
+    """Issue #48 part 3: the same rule as `hybridrl serve` (serve/settings.py)."""
+    import uvicorn
+
+    monkeypatch.delenv("HYBRIDRL_API_KEY", raising=False)
+    check_access("0.0.0.0", None, allow_no_api_key=True)
+    served = {}
+    monkeypatch.setattr(uvicorn.Server, "run", lambda server, sockets: served.update(host=server.config.host))
+    (tmp_path / "metrics.jsonl").write_text('{"step": 1, "x": 1.0}\n')
+    assert main(["view", str(tmp_path), "--host", "0.0.0.0", "--port", "0", "--allow-no-api-key"]) == 0
+    assert served == {"host": "0.0.0.0"}
+    assert "warning: serving 0.0.0.0 without an API key (--allow-no-api-key)" in capsys.readouterr().err

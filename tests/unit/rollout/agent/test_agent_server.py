@@ -86,3 +86,13 @@ def test_the_next_step_has_its_own_prefix_and_the_old_one_is_refused(server):
     assert [o.turns for o in outcomes] == [2, 2] and server.url(0) != old
     late = httpx.post(f"{old}/chat/completions", json={"model": "policy", "messages": [{"role": "user", "content": "hi"}]})
     assert late.status_code == 404 and "not an agent of the current rollout step" in late.json()["error"]["message"]
+
+
+def test_the_proxy_listens_on_loopback_only_and_serves_nothing_but_its_routes(server):
+    """Issue #48 part 3: the run's agent proxy is never open to other machines (it takes no --host), and has no
+    FastAPI docs or schema pages."""
+    host = server.server.servers[0].sockets[0].getsockname()[0]
+    assert host == "127.0.0.1"
+    base = f"http://127.0.0.1:{server.port}"
+    for path in ("/docs", "/redoc", "/openapi.json"):
+        assert httpx.get(base + path).status_code == 404, path
