@@ -71,7 +71,8 @@ class CallResult:
 
 
 # every failure is one of these (metric names tool_errors/<kind>)
-ERROR_KINDS = ("malformed", "unknown_tool", "bad_arguments", "exception", "timeout")
+ERROR_KINDS = ("malformed", "unknown_tool", "bad_arguments", "exception", "timeout",
+               "exit", "limit", "sandbox")  # the python tool's program: a non-zero exit, a limit, a refusal
 
 
 def _call_one(tool: Tool, arguments: dict) -> CallResult:

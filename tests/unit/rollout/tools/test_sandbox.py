@@ -10,12 +10,17 @@ from hybridrl.rollout.tools.base import ToolError
 from hybridrl.rollout.tools.sandbox import PythonSandbox, SandboxLimits, run_python
 
 
-def test_runs_code_in_a_fresh_directory_with_a_minimal_environment():
-    r = run_python("import os, sys\nprint(os.getcwd(), sorted(os.environ)[:2], sys.flags.isolated)")
+@pytest.mark.parametrize("mode", ["default", "none"])
+def test_runs_code_in_a_fresh_directory_with_a_minimal_environment(mode):
+    before = set(glob.glob("/tmp/hybridrl-sandbox-*"))
+    code = "import os, sys\nprint(os.getcwd(), sorted(os.environ)[:2], sys.flags.isolated, os.listdir('.'))"
+    r = run_python(code, mode=None if mode == "default" else mode)
     cwd = r.output.split()[0]
-    assert r.returncode == 0 and "hybridrl-sandbox-" in cwd and "['HOME', 'LANG']" in r.output
-    assert not os.path.exists(cwd)  # removed afterwards
-    assert r.output.strip().endswith("1")  # python -I: no user site, no PYTHON* variables
+    assert r.returncode == 0 and "['HOME', 'LANG']" in r.output, r.output
+    assert cwd == ("/sandbox" if mode == "default" else cwd) and (mode == "default" or "hybridrl-sandbox-" in cwd)
+    assert "'main.py'" in r.output.split("[")[-1]  # its folder holds the program (and unisolated, the output file)
+    assert " 1 " in r.output  # python -I: no user site, no PYTHON* variables
+    assert set(glob.glob("/tmp/hybridrl-sandbox-*")) == before  # the host folder is removed afterwards
 
 
 def test_wall_clock_timeout_kills_the_process_group():
@@ -51,10 +56,13 @@ def test_output_is_truncated_and_files_are_bounded():
 def test_tool_reports_errors_and_timeouts_to_the_model():
     tool = PythonSandbox(wall_s=1)
     assert tool.call({"code": "print(6 * 7)"}) == "42\n"
-    assert "ZeroDivisionError" in tool.call({"code": "1/0"}) and "[exit code 1]" in tool.call({"code": "1/0"})
-    with pytest.raises(ToolError) as e:
-        tool.call({"code": "while True: pass"})
-    assert e.value.kind == "timeout"
+    for code, kind, says in (("1/0", "exit", "ZeroDivisionError"), ("import os; os.system('true')", "sandbox",
+                                                                      "sandbox: os.system is not allowed"),
+                             ("x = bytearray(3 * 2**30)", "exit", "MemoryError"), ("while True: pass", "timeout", "")):
+        with pytest.raises(ToolError) as e:  # the model reads the output; the failure is counted by its kind
+            tool.call({"code": code})
+        assert e.value.kind == kind and says in str(e.value), (code, e.value.kind, str(e.value))
+    assert "[exit code 1]" in str(pytest.raises(ToolError, tool.call, {"code": "1/0"}).value)
     with pytest.raises(ToolError, match="code"):
         tool.call({"program": "print(1)"})
     assert not glob.glob("/tmp/hybridrl-sandbox-*")
