@@ -72,6 +72,8 @@ class _State:
     stopping = False  # an Interrupted was raised: the process is on its way out
     reason: Optional[str] = None  # what started the stop at once: "SIGINT", "SIGTERM again" ...
     loop: Optional[StopRequest] = None  # the graceful section in progress, if any
+    pending: Optional["Interrupted"] = None  # a stop not raised yet: the signal came where it would be swallowed
+    unraisable_hook = None  # sys.unraisablehook as it was before handling_signals
 
 
 _state = _State()
@@ -145,9 +147,52 @@ def _watchdog() -> None:
     timer.start()
 
 
+# Where an exception cannot leave the running code: Python prints it ("Exception ignored in ...", a traceback)
+# and goes on, and the stop is lost: a destructor (__del__), a weakref callback or finalizer. A stop that lands
+# there is raised as soon as the main thread runs anything else (RETRY_S). What C code swallows anyway (a gc
+# callback, an extension's callback) reaches sys.unraisablehook, which raises it again the same way.
+RETRY_S = 0.02
+
+
+def swallowing_frame(frame) -> Optional[str]:
+    """The function of `frame` or of a caller above it that would swallow an exception raised now, or None."""
+    while frame is not None:
+        code = frame.f_code
+        if code.co_name == "__del__" or (code.co_filename.endswith("weakref.py") and code.co_name == "__call__"):
+            return code.co_name
+        frame = frame.f_back
+    return None
+
+
+def _raise_later(e: "Interrupted") -> None:
+    """Raise `e` in the main thread at its next bytecode outside a swallowing frame (_handle re-checks)."""
+    import _thread
+
+    _state.pending = e
+    timer = threading.Timer(RETRY_S, _thread.interrupt_main, args=(signal.SIGINT,))
+    timer.daemon = True
+    timer.start()
+
+
+def _unraisable(hook_args) -> None:
+    """sys.unraisablehook while signals are handled: an Interrupted that C code or a destructor swallowed anyway
+    (printed as 'Exception ignored in ...' otherwise) is raised again in the main thread instead of printed."""
+    if isinstance(hook_args.exc_value, Interrupted):
+        _raise_later(hook_args.exc_value)
+        return
+    (_state.unraisable_hook or sys.__unraisablehook__)(hook_args)
+
+
 def _handle(signum: int, frame) -> None:
     """First signal in a graceful loop: a request. Otherwise stop at once (raise); a signal while already
-    stopping: end the process now."""
+    stopping: end the process now. A stop that would land where it is swallowed waits for the next safe
+    bytecode (swallowing_frame)."""
+    if _state.pending is not None:  # a stop decided earlier, delivered again by _raise_later
+        e, _state.pending = _state.pending, None
+        if swallowing_frame(frame):
+            _raise_later(e)
+            return
+        raise e
     name = signal.Signals(signum).name
     loop = _state.loop
     if _state.stopping and _state.hard_exit:
@@ -161,7 +206,11 @@ def _handle(signum: int, frame) -> None:
     _watchdog()
     again = " again" if loop is not None else ""
     _state.reason = f"{name}{again}"
-    raise Interrupted(f"interrupted ({name}{again})")
+    stop = Interrupted(f"interrupted ({name}{again})")
+    if swallowing_frame(frame):
+        _raise_later(stop)
+        return
+    raise stop
 
 
 @contextlib.contextmanager
@@ -174,6 +223,7 @@ def handling_signals(hard_exit_allowed: bool = True) -> Iterator[None]:
         return
     previous = {s: signal.getsignal(s) for s in SIGNALS}
     _state.installed, _state.hard_exit, _state.stopping, _state.loop = True, hard_exit_allowed, False, None
+    _state.pending, _state.unraisable_hook, sys.unraisablehook = None, sys.unraisablehook, _unraisable
     for s in SIGNALS:
         signal.signal(s, _handle)
     try:
@@ -181,7 +231,8 @@ def handling_signals(hard_exit_allowed: bool = True) -> Iterator[None]:
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
-        _state.installed, _state.loop = False, None
+        sys.unraisablehook = _state.unraisable_hook or sys.__unraisablehook__
+        _state.installed, _state.loop, _state.pending = False, None, None
 
 
 @contextlib.contextmanager

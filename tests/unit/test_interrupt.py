@@ -179,3 +179,85 @@ def test_a_process_apart_still_ends_when_its_parent_dies_without_cleanup(tmp_pat
         time.sleep(0.1)
     os.kill(pid, signal.SIGKILL)
     raise AssertionError("the spawned process outlived its parent")
+
+
+# Issue #48 part 2: a signal that lands in code that would swallow the exception (a destructor, a weakref
+# finalizer, C code that reports it as "unraisable") stops the command at the next safe bytecode instead of
+# being printed as "Exception ignored in ..." with a traceback and lost.
+class SlowDestructor:
+    def __init__(self, seconds: float):
+        self.seconds, self.finished = seconds, False
+
+    def __del__(self):
+        end = time.monotonic() + self.seconds
+        while time.monotonic() < end:  # Python bytecode: the handler runs in here
+            pass
+        self.finished = True
+        DONE.append(self)
+
+
+DONE: list = []
+
+
+def signal_in(seconds: float, sig: int = signal.SIGINT) -> None:
+    import threading
+
+    threading.Timer(seconds, os.kill, args=(os.getpid(), sig)).start()
+
+
+def test_a_signal_inside_a_destructor_stops_after_it_not_in_it(capfd):
+    DONE.clear()
+    with handling_signals(hard_exit_allowed=False):
+        with pytest.raises(Interrupted, match=r"^interrupted \(SIGINT\)$"):
+            signal_in(0.1)
+            obj = SlowDestructor(0.5)
+            del obj  # the signal arrives while __del__ runs
+            for _ in range(200):
+                time.sleep(0.01)
+    assert len(DONE) == 1 and DONE[0].finished  # the destructor ran to its end
+    err = capfd.readouterr().err
+    assert "Exception ignored" not in err and "Traceback" not in err
+
+
+def test_a_signal_inside_a_weakref_finalizer_stops_after_it(capfd):
+    import weakref
+
+    class Owner:
+        pass
+
+    ran = []
+
+    def finalize():
+        end = time.monotonic() + 0.5
+        while time.monotonic() < end:
+            pass
+        ran.append(True)
+
+    with handling_signals(hard_exit_allowed=False):
+        with pytest.raises(Interrupted):
+            owner = Owner()
+            weakref.finalize(owner, finalize)
+            signal_in(0.1)
+            del owner
+            for _ in range(200):
+                time.sleep(0.01)
+    assert ran == [True]
+    assert "Exception ignored" not in capfd.readouterr().err
+
+
+def test_an_interrupt_that_c_code_swallowed_is_raised_again(capfd):
+    """What reaches sys.unraisablehook (here: raised by a destructor itself, as C callbacks report theirs) is the
+    stop, raised in the main thread, not a printed traceback."""
+    class RaisesTheStop:
+        def __del__(self):
+            raise Interrupted("interrupted (SIGINT)")
+
+    with handling_signals(hard_exit_allowed=False):
+        with pytest.raises(Interrupted, match=r"^interrupted \(SIGINT\)$"):
+            obj = RaisesTheStop()
+            del obj
+            for _ in range(200):
+                time.sleep(0.01)
+        assert sys.unraisablehook is interrupt._unraisable
+    assert sys.unraisablehook is not interrupt._unraisable  # restored
+    assert "Exception ignored" not in capfd.readouterr().err
