@@ -42,10 +42,11 @@ def readable() -> list[str]:
 
 def bwrap_argv(program: str, disk_mb: int) -> list[str]:
     """The bwrap prefix: the view of the module doc, `program` (the host file) bound read-only as main.py."""
-    argv = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
+    # /tmp first: a venv or Python under /tmp (a clone there) is bound on top of the empty /tmp, not hidden by it
+    argv = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL", "--tmpfs", "/tmp"]
     for p in readable():
         argv += ["--symlink", os.readlink(p), p] if os.path.islink(p) else ["--ro-bind", p, p]
-    argv += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--size", str(disk_mb * 2**20), "--tmpfs",
+    argv += ["--proc", "/proc", "--dev", "/dev", "--size", str(disk_mb * 2**20), "--tmpfs",
              SANDBOX_DIR, "--ro-bind", program, f"{SANDBOX_DIR}/main.py", "--chdir", SANDBOX_DIR]
     return argv + ["--"]
 
@@ -65,6 +66,8 @@ spec = json.loads(sys.argv[1])
 root = spec["root"]
 mount(None, "/", None, REC | PRIVATE)
 mount("tmpfs", root, "tmpfs", NOSUID | NODEV, "size=1m,mode=755")
+os.makedirs(root + "/tmp")  # first: a venv or Python under /tmp is bound on top of it below, not hidden by it
+mount("tmpfs", root + "/tmp", "tmpfs", NOSUID | NODEV, "size=1m,mode=1777")
 def bind(src, dst, ro):
     if os.path.isdir(src):
         os.makedirs(dst, exist_ok=True)
@@ -88,8 +91,6 @@ os.makedirs(work)
 mount("tmpfs", work, "tmpfs", NOSUID | NODEV, "size=%d,mode=700" % spec["disk"])
 with open(spec["program"], "rb") as src, open(work + "/main.py", "wb") as dst:
     dst.write(src.read())
-os.makedirs(root + "/tmp")
-mount("tmpfs", root + "/tmp", "tmpfs", NOSUID | NODEV, "size=1m,mode=1777")
 os.makedirs(root + "/proc")
 os.makedirs(root + "/dev")
 mount("tmpfs", root + "/dev", "tmpfs", NOSUID | NOEXEC, "size=64k,mode=755")
