@@ -33,12 +33,18 @@ def can_pack(device: torch.device | str, dtype: torch.dtype = torch.float32) -> 
     weights."""
     import platform
 
-    from hybridrl.plan.precision_auto import cpu_flags
+    import os
+
+    from hybridrl.plan.precision_auto import ISA_CAPS_BELOW_BF16, ONEDNN_ISA_ENV, cpu_flags
 
     onednn = (torch.device(device).type == "cpu" and platform.machine().lower() in ("x86_64", "amd64")
               and torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_reorder_linear_weight")
               and hasattr(torch.ops.mkldnn, "_linear_pointwise"))
-    return onednn and (dtype != torch.bfloat16 or can_reorder_bf16(cpu_flags()))
+    # ONEDNN_MAX_CPU_ISA below bf16 (an AVX2-only CPU emulated on an AVX-512 one): oneDNN then works as the capped
+    # CPU, whatever the flags say, so bf16 weights stay plain (keeping them plain is only slower, never wrong)
+    cap = next((os.environ[name] for name in ONEDNN_ISA_ENV if os.environ.get(name)), "")  # the first set wins
+    bf16_ok = can_reorder_bf16(cpu_flags()) and cap.upper() not in ISA_CAPS_BELOW_BF16
+    return onednn and (dtype != torch.bfloat16 or bf16_ok)
 
 
 def can_reorder_bf16(flags: set[str] | None) -> bool:

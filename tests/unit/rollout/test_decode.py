@@ -272,3 +272,19 @@ def test_a_bf16_engine_packs_where_onednn_reorders_bf16_and_generates_the_same_e
         assert made[-1].packed is (pack and decode.can_pack("cpu", torch.bfloat16))
     assert torch.equal(out[True].response_ids, out[False].response_ids)
     assert torch.equal(out[True].log_probs, out[False].log_probs)  # oneDNN's bf16 linear either way: bit-equal
+
+
+def test_bf16_weights_stay_plain_where_onednn_is_capped_below_bf16(monkeypatch):
+    """An AVX-512 CPU emulating an AVX2-only one (ONEDNN_MAX_CPU_ISA=AVX2, as bench/speed.py runs it): its flags say
+    oneDNN reorders bf16, but the capped oneDNN does not; the packed bf16 decoder failed there."""
+    import hybridrl.plan.precision_auto as precision_auto
+    from hybridrl.rollout.decode import can_pack
+
+    if not can_pack("cpu"):
+        pytest.skip("no oneDNN prepacked linear in this torch build")
+    monkeypatch.setattr(precision_auto, "cpu_flags", lambda: {"avx512f", "avx512bw", "avx512vl", "avx512dq", "avx2"})
+    monkeypatch.delenv("ONEDNN_MAX_CPU_ISA", raising=False)
+    monkeypatch.delenv("DNNL_MAX_CPU_ISA", raising=False)
+    assert can_pack("cpu", torch.bfloat16)
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
+    assert not can_pack("cpu", torch.bfloat16) and can_pack("cpu", torch.float32)
