@@ -71,17 +71,26 @@ def cpu_has_bf16_instructions(flags: Iterable[str] | None) -> bool:
     return bool(flags and any(f in flags for f in FAST_BF16_FLAGS))
 
 
+def onednn_cap_setting(environ: Mapping[str, str | None] = os.environ) -> tuple[str, str] | None:
+    """(variable, value) of the ONEDNN_ISA_ENV variable oneDNN reads (the first set and not empty), or None."""
+    for name in ONEDNN_ISA_ENV:
+        value = environ.get(name)
+        if value:
+            return name, value
+    return None
+
+
 def onednn_isa_cap(flags: Iterable[str] | None, environ: Mapping[str, str | None] = os.environ) -> str | None:
     """'ONEDNN_MAX_CPU_ISA=AVX2' (the variable as set) when it caps oneDNN below this x86 CPU's bf16 dot products,
     else None. `environ` maps a name to its value or None (doctor's facts). x86 only: these names are x86 ISAs,
     which aarch64's oneDNN (bf16 through ACL, its own ISA names) does not know."""
     if not flags or not any(f in flags for f in X86_BF16_FLAGS):
         return None
-    for name in ONEDNN_ISA_ENV:
-        value = environ.get(name)
-        if value:  # compared as oneDNN does: case-insensitive, not stripped
-            return f"{name}={value}" if value.upper() in ISA_CAPS_BELOW_BF16 else None
-    return None
+    setting = onednn_cap_setting(environ)
+    if setting is None:
+        return None
+    name, value = setting  # compared as oneDNN does: case-insensitive, not stripped
+    return f"{name}={value}" if value.upper() in ISA_CAPS_BELOW_BF16 else None
 
 
 def cpu_has_fast_bf16(flags: Iterable[str] | None = None, environ: Mapping[str, str | None] = os.environ) -> bool:

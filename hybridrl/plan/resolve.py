@@ -57,7 +57,7 @@ class RunPlan:
     def warnings(self) -> list[str]:
         """Legal but probably unintended settings, one line each (config_warnings, with this plan's inert keys:
         judged on the config as given, before resolve filled values into it)."""
-        return key_warnings(self.config) + [_inert_line(k) for k in self.inert]
+        return _warnings(self.config, self.inert)
 
     def placement(self) -> str:
         """The placement lines of `hybridrl plan` (plan/placement.py)."""
@@ -157,7 +157,11 @@ def config_warnings(cfg: RLConfig) -> list[str]:
     (key_warnings), then every key set away from its default that this config never reads, and why
     (plan/inert_keys.py; judged on the config as given, before resolve filled values into it)."""
     inert = getattr(cfg, GIVEN_INERT, None)
-    return key_warnings(cfg) + [_inert_line(k) for k in (inert_keys(cfg) if inert is None else inert)]
+    return _warnings(cfg, inert_keys(cfg) if inert is None else inert)
+
+
+def _warnings(cfg: RLConfig, inert) -> list[str]:
+    return key_warnings(cfg) + [_inert_line(k) for k in inert]
 
 
 def _inert_line(k: InertKey) -> str:

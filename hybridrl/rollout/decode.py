@@ -33,17 +33,15 @@ def can_pack(device: torch.device | str, dtype: torch.dtype = torch.float32) -> 
     weights."""
     import platform
 
-    import os
-
-    from hybridrl.plan.precision_auto import ISA_CAPS_BELOW_BF16, ONEDNN_ISA_ENV, cpu_flags
+    from hybridrl.plan.precision_auto import ISA_CAPS_BELOW_BF16, cpu_flags, onednn_cap_setting
 
     onednn = (torch.device(device).type == "cpu" and platform.machine().lower() in ("x86_64", "amd64")
               and torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_reorder_linear_weight")
               and hasattr(torch.ops.mkldnn, "_linear_pointwise"))
     # ONEDNN_MAX_CPU_ISA below bf16 (an AVX2-only CPU emulated on an AVX-512 one): oneDNN then works as the capped
     # CPU, whatever the flags say, so bf16 weights stay plain (keeping them plain is only slower, never wrong)
-    cap = next((os.environ[name] for name in ONEDNN_ISA_ENV if os.environ.get(name)), "")  # the first set wins
-    bf16_ok = can_reorder_bf16(cpu_flags()) and cap.upper() not in ISA_CAPS_BELOW_BF16
+    cap = onednn_cap_setting()
+    bf16_ok = can_reorder_bf16(cpu_flags()) and (cap is None or cap[1].upper() not in ISA_CAPS_BELOW_BF16)
     return onednn and (dtype != torch.bfloat16 or bf16_ok)
 
 

@@ -71,7 +71,7 @@ def exposure_error(host: str, what: str) -> str:
 
 def exposure_warning(host: str, api_key: Optional[str], what: str) -> Optional[str]:
     """The line a server prints at start when it listens beyond loopback without a key (allowed by the flag)."""
-    if is_loopback(host) or api_key is not None:
+    if not open_by_accident(host, api_key, allowed=False):
         return None
     return f"warning: serving {host} without an API key ({ALLOW_FLAG}): anyone who can reach it can {what}"
 

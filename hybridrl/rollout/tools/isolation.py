@@ -130,18 +130,24 @@ def exit_status(mode: str, returncode: int) -> int:
     return 128 - returncode if mode == "bwrap" and returncode > 128 else returncode
 
 
+# each isolation, in the order `mode` prefers them, and a command that starts a process in its namespaces
+PROBES = {"bwrap": ["bwrap", "--unshare-all", "--die-with-parent", "--ro-bind", "/", "/", "--proc", "/proc",
+                    "--dev", "/dev", "true"],
+          "unshare": ["unshare", "--user", "--map-root-user", "--mount", "--pid", "--fork", "--net", "true"]}
+
+
+def works(name: str) -> bool:
+    """Whether isolation `name` (a key of PROBES) starts a process here."""
+    argv = PROBES[name]
+    if shutil.which(argv[0]) is None:
+        return False
+    try:
+        return subprocess.run(argv, capture_output=True, timeout=10).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
 @functools.lru_cache(maxsize=1)
 def mode() -> str:
     """"bwrap", "unshare" or "none": the first way that starts a process in its namespaces here."""
-    probes = {"bwrap": ["bwrap", "--unshare-all", "--die-with-parent", "--ro-bind", "/", "/", "--proc", "/proc",
-                        "--dev", "/dev", "true"],
-              "unshare": ["unshare", "--user", "--map-root-user", "--mount", "--pid", "--fork", "--net", "true"]}
-    for name, argv in probes.items():
-        if shutil.which(argv[0]) is None:
-            continue
-        try:
-            if subprocess.run(argv, capture_output=True, timeout=10).returncode == 0:
-                return name
-        except (OSError, subprocess.TimeoutExpired):
-            continue
-    return "none"
+    return next((name for name in PROBES if works(name)), "none")

@@ -36,10 +36,9 @@ from hybridrl.errors import ConfigError
 import hybridrl.rollout.tools.isolation as isolation
 import hybridrl.rollout.tools.seccomp as seccomp
 from hybridrl.rollout.tools.base import TOOLS, Tool, ToolError, function_schema
-from hybridrl.rollout.tools.seccomp import INSTALL as SECCOMP_INSTALL
 
 # Runs in the child: limits first, then seccomp, then the audit hook, then the code (main.py in the cwd).
-_BOOTSTRAP = SECCOMP_INSTALL + r"""
+_BOOTSTRAP = seccomp.INSTALL + r"""
 import resource, sys
 cpu_s, mem, fsize, nofile = (int(x) for x in sys.argv[1:5])
 for what, value in ((resource.RLIMIT_CPU, cpu_s), (resource.RLIMIT_AS, mem), (resource.RLIMIT_FSIZE, fsize),

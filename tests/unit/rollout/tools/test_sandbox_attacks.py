@@ -22,21 +22,7 @@ from hybridrl.rollout.tools.sandbox import PythonSandbox
 ROOT = Path(__file__).resolve().parents[4]
 
 
-def modes() -> list[str]:
-    """The isolations that work here (bwrap only where it is installed); none at all fails the suite below."""
-    found = []
-    for name, argv in (("bwrap", ["bwrap", "--unshare-all", "--ro-bind", "/", "/", "true"]),
-                       ("unshare", ["unshare", "--user", "--map-root-user", "--mount", "--pid", "--fork", "--net",
-                                    "true"])):
-        try:
-            if subprocess.run(argv, capture_output=True, timeout=10).returncode == 0:
-                found.append(name)
-        except (OSError, subprocess.TimeoutExpired):
-            pass
-    return found
-
-
-MODES = modes()
+MODES = [name for name in isolation.PROBES if isolation.works(name)]  # those that work here
 
 
 @pytest.fixture(params=MODES or ["none"])
