@@ -40,18 +40,26 @@ def metrics(run_dir) -> list[dict]:
     return [{k: v for k, v in r.items() if not k.startswith(UNTIMED)} for r in rows]
 
 
-def resume_equals_uninterrupted(args, tmp_path) -> None:
-    """`args(run_dir)`: a 4-step run saving at step 2. Run it whole in a/, copy it to b/ and there lose everything
-    after step 2 (as a crash would), and run the same command again: it resumes from step 2 and logs exactly a/'s
-    metrics. (A copy, not a second whole run: the same files, one run fewer.)"""
+def cut_back(whole, cut, last: int, keep: int) -> None:
+    """`cut`: a copy of the uninterrupted run's folder `whole` as a crash after step `keep`'s checkpoint leaves it
+    (the checkpoint of step `last` gone, `latest` naming step `keep`): the same files a second run to that point
+    would write, without the second run."""
     import shutil
 
     from hybridrl.trainer import checkpoint
 
+    shutil.copytree(whole, cut)
+    shutil.rmtree(os.path.join(cut, f"global_step_{last}"))
+    with open(os.path.join(cut, checkpoint.LATEST), "w") as f:
+        f.write(str(keep))
+
+
+def resume_equals_uninterrupted(args, tmp_path) -> None:
+    """`args(run_dir)`: a 4-step run saving at step 2. Run it whole in a/, copy it to b/ and there lose everything
+    after step 2 (as a crash would), and run the same command again: it resumes from step 2 and logs exactly a/'s
+    metrics. (A copy, not a second whole run: the same files, one run fewer.)"""
     train(args(tmp_path / "a"))
-    shutil.copytree(tmp_path / "a", tmp_path / "b")
-    shutil.rmtree(tmp_path / "b" / "global_step_4")
-    (tmp_path / "b" / checkpoint.LATEST).write_text("2")
+    cut_back(tmp_path / "a", tmp_path / "b", last=4, keep=2)
     lines = []
     _, summary = train(args(tmp_path / "b"), log=lines.append)
     assert summary.steps == 2 and any("resumed from step 2" in x for x in lines)

@@ -21,6 +21,7 @@ from hybridrl.distributed.group import WorkerError  # noqa: E402
 from hybridrl.trainer import checkpoint  # noqa: E402
 from hybridrl.trainer.build import build_run  # noqa: E402
 from hybridrl.trainer.rl import RLTrainer  # noqa: E402
+from run_helpers import cut_back  # noqa: E402
 
 pytestmark = pytest.mark.slow
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
@@ -86,9 +87,7 @@ def test_staleness_0_equals_the_synchronous_run_and_resumes_exactly(arith_data, 
     # a checkpoint at step 2 taken while step 3's batch was in flight; the resumed run regenerates it. The cut run
     # is a copy of the whole one (the same files, one Ray run fewer) that lost everything after step 2
     cut = tmp_path / "cut"
-    shutil.copytree(tmp_path / "async", cut)
-    shutil.rmtree(cut / "global_step_4")
-    (cut / checkpoint.LATEST).write_text("2")
+    cut_back(tmp_path / "async", cut, last=4, keep=2)
     lines = []
     resumed, summary = train(overrides(arith_data, cut, *ASYNC, "trainer.save_freq=2"), lines)
     assert summary.steps == 2 and any("resumed from step 2" in x for x in lines)

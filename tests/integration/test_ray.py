@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import shutil
 import sys
 import time
 
@@ -21,9 +20,9 @@ from hybridrl.plan.resolve import resolve, validate_rl_config  # noqa: E402
 from hybridrl.distributed.group import RayRoles, WorkerError, shard_rows, update_rows  # noqa: E402
 from hybridrl.distributed.worker import RoleWorker  # noqa: E402
 from hybridrl.models.loading import load_tokenizer, resolve_model_path  # noqa: E402
-from hybridrl.trainer import checkpoint  # noqa: E402
 from hybridrl.trainer.build import build_run  # noqa: E402
 from hybridrl.trainer.rl import RLTrainer  # noqa: E402
+from run_helpers import cut_back  # noqa: E402  (tests/integration/run_helpers.py)
 
 pytestmark = pytest.mark.slow
 
@@ -288,9 +287,7 @@ def test_a_ray_run_saved_and_resumed_equals_the_uninterrupted_one(arith_data, tm
     whole = train(overrides(arith_data, tmp_path / "whole", *ray_args, save))
     assert (tmp_path / "whole" / "global_step_2" / "actor" / "model.safetensors").is_file()
     # the same run cut back to step 2 as a crash would leave it (a copy of its folder: one Ray run fewer)
-    shutil.copytree(tmp_path / "whole", tmp_path / "cut")
-    shutil.rmtree(tmp_path / "cut" / "global_step_3")
-    (tmp_path / "cut" / checkpoint.LATEST).write_text("2")
+    cut_back(tmp_path / "whole", tmp_path / "cut", last=3, keep=2)
     resumed = train(overrides(arith_data, tmp_path / "cut", *ray_args, save))  # resume_mode=auto: from global_step_2
     assert (tmp_path / "cut" / "global_step_3").is_dir() and [r["step"] for r in resumed] == [0, 1, 2, 3]
     for a, b in zip(whole, resumed):

@@ -6,8 +6,6 @@ sharded roles resumes to the uninterrupted run. Its own module: it needs a 5-CPU
 
 from __future__ import annotations
 
-import shutil
-
 import pytest
 
 ray = pytest.importorskip("ray")
@@ -15,9 +13,9 @@ ray = pytest.importorskip("ray")
 from hybridrl.config.loader import load_config  # noqa: E402
 from hybridrl.config.schema import RLConfig  # noqa: E402
 from hybridrl.plan.resolve import resolve  # noqa: E402
-from hybridrl.trainer import checkpoint  # noqa: E402
 from hybridrl.trainer.build import build_run  # noqa: E402
 from hybridrl.trainer.rl import RLTrainer  # noqa: E402
+from run_helpers import cut_back  # noqa: E402
 from test_ray import assert_trains_like, overrides, read_metrics, train  # noqa: E402
 
 pytestmark = pytest.mark.slow
@@ -60,9 +58,7 @@ def test_placed_and_sharded_roles_train_like_one_process_and_resume(arith_data, 
 
     # the placed run, cut back to its step-2 checkpoint as a crash would leave it (a copy: one placed run fewer)
     cut = tmp_path / "cut"
-    shutil.copytree(tmp_path / "placed", cut)
-    shutil.rmtree(cut / "global_step_3")
-    (cut / checkpoint.LATEST).write_text("2")
+    cut_back(tmp_path / "placed", cut, last=3, keep=2)
     resumed = train(overrides(arith_data, cut, *algo, *PLACED, SAVE))
     assert [r["step"] for r in resumed] == [0, 1, 2, 3]
     for a, b in zip(placed, resumed):

@@ -19,7 +19,7 @@ from hybridrl.errors import ConfigError
 from hybridrl.trainer import checkpoint
 from hybridrl.trainer.manifest import MANIFEST
 
-from run_helpers import metrics, overrides, train  # tests/integration/run_helpers.py
+from run_helpers import cut_back, metrics, overrides, train  # tests/integration/run_helpers.py
 
 pytestmark = pytest.mark.slow
 
@@ -59,9 +59,7 @@ def test_resume_is_exact_for_ppo_with_critic_and_adaptive_kl(arith_data, tmp_pat
            "algorithm.kl_ctrl.type=adaptive", "algorithm.kl_ctrl.kl_coef=0.05", "trainer.save_freq=2",
            "actor_rollout_ref.actor.shuffle=true", "critic.shuffle=true"]
     train(overrides(arith_data, tmp_path / "a", 4, *ppo))
-    shutil.copytree(tmp_path / "a", tmp_path / "b")  # b: the same run, then everything after step 2 lost
-    shutil.rmtree(tmp_path / "b" / "global_step_4")
-    (tmp_path / "b" / checkpoint.LATEST).write_text("2")
+    cut_back(tmp_path / "a", tmp_path / "b", last=4, keep=2)  # b: the same run, then everything after step 2 lost
     lines = []
     run, summary = train(overrides(arith_data, tmp_path / "b", 4, *ppo), log=lines.append)
     assert summary.steps == 2 and any("resumed from step 2 (epoch 0, sample 16)" in x for x in lines)

@@ -26,7 +26,7 @@ from hybridrl.plan.resolve import validate_rl_config  # noqa: E402
 from hybridrl.distributed.group import RayRoles  # noqa: E402
 from hybridrl.distributed.worker import RoleWorker  # noqa: E402
 from hybridrl.models.loading import load_tokenizer, resolve_model_path  # noqa: E402
-from hybridrl.trainer import checkpoint  # noqa: E402
+from run_helpers import cut_back  # noqa: E402
 from test_ray import overrides, train  # noqa: E402
 
 pytestmark = pytest.mark.slow
@@ -72,9 +72,7 @@ def test_a_resumed_run_syncs_every_engine_and_equals_the_uninterrupted_one(whole
     step is on-policy, and every step logs what the uninterrupted run logged. The cut run is a copy of the whole
     one that lost everything after step 2 (the same files, one Ray run with two engines fewer)."""
     cut = tmp_path / "cut"
-    shutil.copytree(whole[1], cut)
-    shutil.rmtree(cut / "global_step_3")
-    (cut / checkpoint.LATEST).write_text("2")
+    cut_back(whole[1], cut, last=3, keep=2)
     resumed = train(overrides(arith_data, cut, *RAY_VLLM, "trainer.save_freq=2"))  # resume_mode=auto: step 2
     assert (cut / "global_step_3").is_dir()
     assert_on_policy(resumed[-1:])

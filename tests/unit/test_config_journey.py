@@ -38,7 +38,7 @@ def carries_config(value) -> bool:
 def journey(argv: list[str]) -> list[tuple[str, str, str]]:
     """(caller module, callee module, callee function) for each call handing the config on, in order, while
     `hybridrl ARGV` runs up to RLTrainer.fit."""
-    from hybridrl import cli
+    from hybridrl import cli  # noqa: F401
     from hybridrl.models.loading import load_causal_lm, load_tokenizer
     from hybridrl.trainer import build, launch, rl  # noqa: F401  (imported before the trace: importing is not the walk)
 
@@ -59,20 +59,30 @@ def journey(argv: list[str]) -> list[tuple[str, str, str]]:
         if any(carries_config(frame.f_locals.get(n)) for n in names):
             calls.append((module_of(handed_by(frame)), module, code.co_name))
 
+    sys.setprofile(profile)
+    try:
+        run_to_the_trainer(argv)
+    finally:
+        sys.setprofile(None)
+    return calls
+
+
+def run_to_the_trainer(argv: list[str]) -> None:
+    """`hybridrl ARGV` in this process, stopped at RLTrainer.fit's first line."""
+    from hybridrl import cli
+    from hybridrl.trainer import rl
+
     def stop(self):
         raise Stop
 
     real_fit = rl.RLTrainer.fit
     rl.RLTrainer.fit = stop
-    sys.setprofile(profile)
     try:
         cli.main(argv)
     except Stop:
         pass
     finally:
-        sys.setprofile(None)
         rl.RLTrainer.fit = real_fit
-    return calls
 
 
 def readers(argv: list[str]) -> Counter:
@@ -83,8 +93,6 @@ def readers(argv: list[str]) -> Counter:
     import pkgutil
 
     import hybridrl.config
-    from hybridrl import cli
-    from hybridrl.trainer import rl
 
     classes = set()
     for info in pkgutil.iter_modules(hybridrl.config.__path__, "hybridrl.config."):
@@ -98,21 +106,13 @@ def readers(argv: list[str]) -> Counter:
             reads[sys._getframe(1).f_globals.get("__name__", "")] += 1
         return _real(self, name)
 
-    def stop(self):
-        raise Stop
-
-    real_fit = rl.RLTrainer.fit
-    rl.RLTrainer.fit = stop
     for c in classes:
         c.__getattribute__ = getattribute
     try:
-        cli.main(argv)
-    except Stop:
-        pass
+        run_to_the_trainer(argv)
     finally:
         for c in classes:
             del c.__getattribute__
-        rl.RLTrainer.fit = real_fit
     return Counter({m: n for m, n in reads.items() if m.startswith("hybridrl.")})
 
 
